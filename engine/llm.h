@@ -1,0 +1,175 @@
+/*
+ * llm.h -- the engine's public API: what the nginx module, the CLI and the
+ * tests use.  No nginx headers, no model math here.
+ *
+ * Threads: llm_engine_create() starts one engine thread that owns the model,
+ * the KV cache and the backend.  A single client thread (the nginx event loop,
+ * or the CLI) submits requests, cancels them and drains their output.  The
+ * engine calls cfg.notify() on its own thread when output is ready; the client
+ * then calls llm_engine_drain() on its thread.  Nothing blocks for long.
+ */
+#ifndef LLM_H
+#define LLM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define LLM_ERR_LEN 512            /* every `char *err` points to this many bytes */
+
+typedef struct llm_engine   llm_engine;
+typedef struct llm_request  llm_request;
+typedef struct llm_model    llm_model;
+
+
+typedef struct {
+    const char  *model_dir;
+    const char  *device;                 /* "auto" | "cpu" | "cuda:N"; NULL = auto */
+    int          threads;                /* CPU compute threads; 0 = all cores */
+    int          max_model_len;          /* 0 = the model's max_position_embeddings */
+    int          max_num_seqs;           /* 0 = 64 */
+    int          max_num_batched_tokens; /* 0 = 2048 */
+    size_t       kv_cache_bytes;         /* CPU KV pool; 0 = sized for max_num_seqs */
+    double       gpu_memory_utilization; /* 0 = 0.9 */
+    int          enable_prefix_caching;
+    int          spec_tokens;            /* n-gram speculation: 0 = off */
+    int          spec_lookup_min;
+    int          spec_lookup_max;
+    /* called on the engine thread whenever llm_engine_drain() has work */
+    void       (*notify)(void *data);
+    void        *notify_data;
+} llm_engine_config;
+
+
+typedef enum {
+    LLM_FINISH_NONE = 0,                 /* still running */
+    LLM_FINISH_STOP,                     /* EOS, stop token id or stop string */
+    LLM_FINISH_LENGTH,                   /* max_tokens or max_model_len */
+    LLM_FINISH_ABORT,                    /* cancelled by the client */
+    LLM_FINISH_ERROR
+} llm_finish_reason;
+
+const char *llm_finish_reason_str(llm_finish_reason r);  /* "stop", "length", ... */
+
+
+typedef struct {
+    float         temperature;           /* < 1e-5 means greedy */
+    float         top_p;                 /* (0, 1] */
+    int           top_k;                 /* 0 = off */
+    float         min_p;                 /* [0, 1] */
+    float         presence_penalty;      /* [-2, 2] */
+    float         frequency_penalty;     /* [-2, 2] */
+    float         repetition_penalty;    /* > 0, 1 = off */
+    int           has_seed;
+    uint64_t      seed;
+    int           max_tokens;            /* capped to max_model_len - prompt */
+    int           min_tokens;
+    int           ignore_eos;
+    int           logprobs;              /* -1 = none, else top-N alternatives (0..20) */
+    const int32_t *stop_token_ids;       /* in addition to the model's EOS ids */
+    int           n_stop_token_ids;
+    const char  *const *stop;            /* stop strings, never emitted */
+    int           n_stop;
+    const int32_t *logit_bias_ids;
+    const float  *logit_bias_values;
+    int           n_logit_bias;
+} llm_sampling_params;
+
+/* Defaults: vLLM's, overridden by the model's generation_config.json. */
+void llm_sampling_params_init(llm_sampling_params *p, const llm_model *m);
+
+
+/*
+ * Per-request record.  Timestamps are seconds on one CLOCK_MONOTONIC clock,
+ * stamped by the engine once per step; 0 means unset (vLLM's sentinel).
+ */
+typedef struct {
+    double        arrival;               /* llm_request_create() */
+    double        queued;                /* entered the waiting queue */
+    double        scheduled;             /* first scheduled; preemption keeps it */
+    double        first_token;           /* step that produced the first token */
+    double        last_token;            /* step that produced the latest token */
+    double        finished;
+    int           prompt_tokens;
+    int           cached_tokens;         /* prompt tokens served by the prefix cache */
+    int           completion_tokens;
+    int           num_preemptions;
+    int           max_tokens;            /* effective, after capping */
+    /* speculative decoding (spec_tokens > 0) */
+    int           num_spec_steps;
+    int           num_draft_tokens;
+    int           num_accepted_tokens;
+} llm_request_stats;
+
+
+/* One token's logprob record (when llm_sampling_params.logprobs >= 0). */
+typedef struct {
+    int32_t       id;
+    float         logprob;
+    int           n_top;
+    int32_t       top_ids[20];
+    float         top_logprobs[20];
+} llm_token_logprob;
+
+
+/* What llm_engine_drain() hands over for one request: everything new since
+ * the previous drain.  Pointers are valid only during the callback. */
+typedef struct {
+    const char   *text;                  /* newly final UTF-8 text (stop strings removed) */
+    size_t        text_len;
+    const int32_t *ids;                  /* new token ids */
+    int           n_ids;
+    const llm_token_logprob *logprobs;   /* n_ids records, or NULL */
+    llm_finish_reason finish_reason;     /* != NONE: this is the last output */
+    int32_t       stop_token;            /* stop_reason: the token id that stopped, or -1 */
+    const char   *stop_string;           /* or the stop string that matched, or NULL */
+    llm_request_stats stats;             /* snapshot at this drain */
+} llm_output;
+
+typedef void (*llm_output_fn)(llm_request *r, const llm_output *out, void *data);
+
+
+/* Engine life cycle. */
+llm_engine *llm_engine_create(const llm_engine_config *cfg, char *err);
+void llm_engine_destroy(llm_engine *e);
+const llm_model *llm_engine_model(const llm_engine *e);
+const char *llm_engine_device(const llm_engine *e);   /* "cpu", "cuda:0" */
+int llm_engine_max_model_len(const llm_engine *e);
+
+/*
+ * Requests.  create() copies the prompt and the parameters, validates them
+ * against the model (NULL and a message in err when invalid, e.g. a prompt
+ * longer than max_model_len) and returns a request holding one reference for
+ * the caller.  submit() hands it to the engine, which takes its own reference.
+ * cancel() is safe at any time; the request then finishes with ABORT.
+ * release() drops the caller's reference; the engine drops its own after the
+ * final output was drained.
+ */
+llm_request *llm_request_create(llm_engine *e, const int32_t *prompt,
+    int n_prompt, const llm_sampling_params *p, char *err);
+void llm_request_set_data(llm_request *r, void *data);
+void *llm_request_data(const llm_request *r);
+int llm_engine_submit(llm_engine *e, llm_request *r);
+void llm_engine_cancel(llm_engine *e, llm_request *r);
+void llm_request_release(llm_request *r);
+
+/* Calls fn for every request with new output; call after notify(). */
+void llm_engine_drain(llm_engine *e, llm_output_fn fn, void *data);
+
+
+/* Engine-wide counters and gauges for Prometheus (issue: scheduler). */
+typedef struct {
+    int           num_running;
+    int           num_waiting;
+    double        kv_cache_usage;        /* 0..1, blocks held by running requests */
+    uint64_t      prompt_tokens_total;
+    uint64_t      generation_tokens_total;
+    uint64_t      num_preemptions_total;
+    uint64_t      prefix_cache_queries_total;
+    uint64_t      prefix_cache_hits_total;
+} llm_engine_stats;
+
+void llm_engine_stats_get(llm_engine *e, llm_engine_stats *out);
+
+double llm_now(void);                    /* CLOCK_MONOTONIC seconds */
+
+#endif /* LLM_H */
