@@ -1,0 +1,27 @@
+/*
+ * cli.h -- the `llm` command-line tool: one function per subcommand, each in
+ * tools/cmd_<name>.c.  Each returns the process exit status; errors are one
+ * line on stderr naming the cause (SPEC section 3).
+ */
+#ifndef LLM_CLI_H
+#define LLM_CLI_H
+
+typedef int (*llm_cmd_fn)(int argc, char **argv);
+
+int llm_cmd_make_model(int argc, char **argv);
+int llm_cmd_tokenize(int argc, char **argv);
+int llm_cmd_detokenize(int argc, char **argv);
+int llm_cmd_template(int argc, char **argv);
+int llm_cmd_logits(int argc, char **argv);
+int llm_cmd_generate(int argc, char **argv);
+int llm_cmd_bench(int argc, char **argv);
+
+/* Prints "llm: <message>" to stderr and returns 1. */
+int llm_cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Finds "--name" in argv: returns its value (the next argument), or NULL. */
+const char *llm_cli_opt(int argc, char **argv, const char *name);
+/* 1 if the flag "--name" is present. */
+int llm_cli_flag(int argc, char **argv, const char *name);
+
+#endif /* LLM_CLI_H */

@@ -1,0 +1,92 @@
+/*
+ * llm.c -- entry point of the `llm` CLI: the engine without nginx.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+
+static const struct {
+    const char  *name;
+    llm_cmd_fn   fn;
+    const char  *usage;
+} llm_commands[] = {
+    /* one line per subcommand, added as tools/cmd_<name>.c lands */
+    { NULL, NULL, NULL }
+};
+
+
+int
+llm_cli_fail(const char *fmt, ...)
+{
+    va_list  ap;
+
+    fputs("llm: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 1;
+}
+
+
+const char *
+llm_cli_opt(int argc, char **argv, const char *name)
+{
+    int  i;
+
+    for (i = 1; i < argc - 1; i++) {
+        if (strcmp(argv[i], name) == 0) {
+            return argv[i + 1];
+        }
+    }
+    return NULL;
+}
+
+
+int
+llm_cli_flag(int argc, char **argv, const char *name)
+{
+    int  i;
+
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], name) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+
+static int
+llm_usage(void)
+{
+    int  i;
+
+    fputs("usage: llm COMMAND [options]\n", stderr);
+    for (i = 0; llm_commands[i].name; i++) {
+        fprintf(stderr, "  llm %s %s\n", llm_commands[i].name,
+                llm_commands[i].usage);
+    }
+    return 2;
+}
+
+
+int
+main(int argc, char **argv)
+{
+    int  i;
+
+    if (argc < 2) {
+        return llm_usage();
+    }
+    for (i = 0; llm_commands[i].name; i++) {
+        if (strcmp(argv[1], llm_commands[i].name) == 0) {
+            return llm_commands[i].fn(argc - 1, argv + 1);
+        }
+    }
+    fprintf(stderr, "llm: unknown command '%s'\n", argv[1]);
+    return llm_usage();
+}
