@@ -128,6 +128,16 @@ typedef struct {
 typedef void (*llm_output_fn)(llm_request *r, const llm_output *out, void *data);
 
 
+/* The loaded model's parts the client needs (read-only, thread-safe). */
+struct llm_tokenizer;
+struct llm_chat_template;
+const struct llm_tokenizer *llm_model_tokenizer(const llm_model *m);
+/* NULL when the model has no chat template. */
+const struct llm_chat_template *llm_model_chat_template(const llm_model *m);
+int llm_model_vocab_size(const llm_model *m);
+const char *llm_model_dir(const llm_model *m);
+
+
 /* Engine life cycle. */
 llm_engine *llm_engine_create(const llm_engine_config *cfg, char *err);
 void llm_engine_destroy(llm_engine *e);
