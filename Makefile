@@ -24,13 +24,18 @@ LIBS       = -lyajl -lpcre2-8 -lutf8proc -lpthread -lm
 
 # Kernels compiled once per instruction set; the CPU backend picks one at run time.
 KERNEL_SRCS   = $(wildcard engine/cpu_kernels_*.c)
+ifneq ($(shell uname -m),x86_64)
+KERNEL_ISA_SRCS = engine/cpu_kernels_generic.c
+else
+KERNEL_ISA_SRCS = $(KERNEL_SRCS)
+endif
 ENGINE_SRCS   = $(filter-out $(KERNEL_SRCS),$(wildcard engine/*.c))
-ENGINE_OBJS   = $(ENGINE_SRCS:%.c=$(BUILD)/%.o) $(KERNEL_SRCS:%.c=$(BUILD)/%.o)
+ENGINE_OBJS   = $(ENGINE_SRCS:%.c=$(BUILD)/%.o) $(KERNEL_ISA_SRCS:%.c=$(BUILD)/%.o)
 TOOL_SRCS     = $(wildcard tools/*.c)
 UNIT_SRCS     = $(wildcard t/unit/*.c)
 UNIT_BINS     = $(UNIT_SRCS:t/unit/%.c=$(BUILD)/t/%)
 
-KFLAGS_avx512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mf16c -mavx2
+KFLAGS_avx512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c -mavx2
 KFLAGS_avx2   = -mavx2 -mfma -mf16c
 KFLAGS_generic =
 

@@ -6,6 +6,8 @@
 #ifndef LLM_CLI_H
 #define LLM_CLI_H
 
+#include <stdint.h>
+
 typedef int (*llm_cmd_fn)(int argc, char **argv);
 
 int llm_cmd_make_model(int argc, char **argv);
@@ -23,5 +25,10 @@ int llm_cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *llm_cli_opt(int argc, char **argv, const char *name);
 /* 1 if the flag "--name" is present. */
 int llm_cli_flag(int argc, char **argv, const char *name);
+
+/* "1,2,3" -> malloc'd ids; returns the count, -1 on a malformed list. */
+int llm_cli_parse_ids(const char *s, int32_t **ids);
+/* --threads N, default: the number of online CPUs. */
+int llm_cli_threads(int argc, char **argv);
 
 #endif /* LLM_CLI_H */

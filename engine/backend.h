@@ -1,0 +1,43 @@
+/*
+ * backend.h -- the interface every compute backend implements (CPU here in
+ * engine/, CUDA in cuda/).  The scheduler and the sampler never know which
+ * one runs.  A backend owns the weights' working copies (if any) and the
+ * paged KV cache; the engine addresses the cache only by block ids.
+ */
+#ifndef LLM_BACKEND_H
+#define LLM_BACKEND_H
+
+#include <stddef.h>
+
+#include "batch.h"
+#include "model.h"
+
+typedef struct llm_backend llm_backend;
+
+struct llm_backend {
+    const char  *name;                  /* "cpu", "cuda:0" */
+    int          num_blocks;            /* KV blocks allocated */
+    size_t       block_bytes;           /* bytes of one block (all layers, K+V) */
+
+    /* Runs the model on the batch and writes n_logits rows of vocab_size
+     * f32 logits.  0 on success, -1 with a message in err. */
+    int        (*forward)(llm_backend *b, const llm_batch *batch,
+                          float *logits, char *err);
+    void       (*free)(llm_backend *b);
+};
+
+typedef struct {
+    int          threads;               /* CPU: compute threads */
+    size_t       kv_bytes;              /* KV pool size */
+    int          min_blocks;            /* never fewer blocks than this */
+    int          device;                /* CUDA: device index */
+    double       gpu_memory_utilization;
+} llm_backend_config;
+
+llm_backend *llm_backend_cpu_create(const llm_model *m,
+    const llm_backend_config *cfg, char *err);
+
+/* KV bytes per token of this model (all layers, K and V, f32 on the CPU). */
+size_t llm_kv_bytes_per_token(const llm_config *c, size_t elem_size);
+
+#endif /* LLM_BACKEND_H */

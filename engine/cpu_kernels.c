@@ -1,0 +1,43 @@
+/*
+ * cpu_kernels.c -- picks the kernel set the CPU supports.  LLM_CPU_KERNELS
+ * (avx512, avx2, generic) restricts the choice, for tests and benchmarks.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+
+const llm_cpu_kernels *
+llm_cpu_kernels_select(void)
+{
+    const char  *want = getenv("LLM_CPU_KERNELS");
+
+    if (want && strcmp(want, "generic") == 0) {
+        return &llm_cpu_kernels_generic;
+    }
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if ((want == NULL || strcmp(want, "avx512") == 0)
+        && __builtin_cpu_supports("avx512f")
+        && __builtin_cpu_supports("avx512bw")
+        && __builtin_cpu_supports("avx512vl")
+        && __builtin_cpu_supports("avx512dq"))
+    {
+        return &llm_cpu_kernels_avx512;
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+        && __builtin_cpu_supports("f16c"))
+    {
+        return &llm_cpu_kernels_avx2;
+    }
+#endif
+    return &llm_cpu_kernels_generic;
+}
+
+
+size_t
+llm_matmul_scratch_size(int K)
+{
+    return (size_t) 48 * (size_t) K;     /* LLM_MATMUL_NB rows */
+}

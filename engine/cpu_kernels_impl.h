@@ -1,0 +1,363 @@
+/*
+ * cpu_kernels_impl.h -- the CPU kernels, written once against a small set of
+ * vector macros and included by cpu_kernels_<isa>.c, which defines them:
+ *
+ *   VEC, VLEN             vector type and its number of f32 lanes
+ *   VZERO() VSET1(x)      constants
+ *   VLOAD(p) VSTORE(p,v)  unaligned f32 load/store
+ *   VFMA(a,b,c)           a * b + c
+ *   VADD(a,b) VMUL(a,b)
+ *   VHSUM(v)              horizontal sum in one fixed order
+ *   VLOAD_BF16(p)         VLEN bf16 values widened to f32
+ *   VLOAD_F16(p)          VLEN f16 values widened to f32
+ *   MR, NR                the matmul register tile (x rows by weight rows)
+ *   KSUFFIX(name)         name##_<isa>
+ *   KISA                  "<isa>"
+ *
+ * The matmul computes every output as one dot product: VLEN lane-wise
+ * partial sums over K in order, VHSUM, then the K % VLEN tail in order.  The
+ * tile shapes only decide which dot products run together, never how one
+ * is summed, so results do not depend on the batch size.
+ */
+
+#include <math.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "util.h"
+
+#define LLM_ALWAYS_INLINE  static inline __attribute__((always_inline))
+
+#define LLM_MATMUL_NB      48           /* weight rows widened per block */
+#define LLM_MATMUL_MB      64           /* x rows per block */
+#define LLM_MATMUL_SMALL_M MR           /* below this: widen on the fly */
+
+
+LLM_ALWAYS_INLINE VEC
+KSUFFIX(loadw)(const int dt, const void *w, size_t i)
+{
+    switch (dt) {
+    case LLM_DTYPE_BF16:
+        return VLOAD_BF16((const uint16_t *) w + i);
+    case LLM_DTYPE_F16:
+        return VLOAD_F16((const uint16_t *) w + i);
+    default:
+        return VLOAD((const float *) w + i);
+    }
+}
+
+
+LLM_ALWAYS_INLINE float
+KSUFFIX(scalarw)(const int dt, const void *w, size_t i)
+{
+    switch (dt) {
+    case LLM_DTYPE_BF16:
+        return llm_bf16_to_f32(((const uint16_t *) w)[i]);
+    case LLM_DTYPE_F16:
+        return llm_f16_to_f32(((const uint16_t *) w)[i]);
+    default:
+        return ((const float *) w)[i];
+    }
+}
+
+
+/* y[i * ldy + j] = dot(x row i, w row j) for an mr x nr tile. */
+LLM_ALWAYS_INLINE void
+KSUFFIX(tile)(const int mr, const int nr, const int dt, const float *x,
+    int ldx, const void *w, size_t ldw, int K, float *y, int ldy)
+{
+    VEC    acc[mr][nr], xv[mr], wv;
+    int    i, j, k, kv = K - K % VLEN;
+    float  s;
+
+    for (i = 0; i < mr; i++) {
+        for (j = 0; j < nr; j++) {
+            acc[i][j] = VZERO();
+        }
+    }
+    for (k = 0; k < kv; k += VLEN) {
+        for (i = 0; i < mr; i++) {
+            xv[i] = VLOAD(x + (size_t) i * ldx + k);
+        }
+        for (j = 0; j < nr; j++) {
+            wv = KSUFFIX(loadw)(dt, w, (size_t) j * ldw + k);
+            for (i = 0; i < mr; i++) {
+                acc[i][j] = VFMA(xv[i], wv, acc[i][j]);
+            }
+        }
+    }
+    for (i = 0; i < mr; i++) {
+        for (j = 0; j < nr; j++) {
+            s = VHSUM(acc[i][j]);
+            for (k = kv; k < K; k++) {
+                s += x[(size_t) i * ldx + k]
+                     * KSUFFIX(scalarw)(dt, w, (size_t) j * ldw + k);
+            }
+            y[(size_t) i * ldy + j] = s;
+        }
+    }
+}
+
+
+/* Few x rows (decode): stream the weights once, widening on the fly. */
+LLM_ALWAYS_INLINE void
+KSUFFIX(matmul_small)(const int dt, const float *x, int ldx, int M,
+    const llm_tensor *w, int n0, int n1, float *y, int ldy)
+{
+    int          n, K = w->cols;
+    size_t       esz = dt == LLM_DTYPE_F32 ? 4 : 2;
+    const char  *base = w->data;
+
+#define LLM_SMALL_CASE(m)                                                     \
+    case m:                                                                   \
+        for (n = n0; n + 4 <= n1; n += 4) {                                   \
+            KSUFFIX(tile)(m, 4, dt, x, ldx, base + (size_t) n * K * esz, K,   \
+                          K, y + n, ldy);                                     \
+        }                                                                     \
+        for (; n < n1; n++) {                                                 \
+            KSUFFIX(tile)(m, 1, dt, x, ldx, base + (size_t) n * K * esz, K,   \
+                          K, y + n, ldy);                                     \
+        }                                                                     \
+        break;
+
+    switch (M) {
+    LLM_SMALL_CASE(1)
+    LLM_SMALL_CASE(2)
+    LLM_SMALL_CASE(3)
+#if MR > 4
+    LLM_SMALL_CASE(4)
+    LLM_SMALL_CASE(5)
+#endif
+    }
+#undef LLM_SMALL_CASE
+}
+
+
+/* Many x rows (prefill, large batches): widen a block of weight rows to f32
+ * once, then run register tiles over it for every block of x rows. */
+LLM_ALWAYS_INLINE void
+KSUFFIX(matmul_blocked)(const int dt, const float *x, int ldx, int M,
+    const llm_tensor *w, int n0, int n1, float *y, int ldy, float *scratch)
+{
+    int          mb, nb, m, n, r, k, mlen, nlen, K = w->cols;
+    size_t       esz = dt == LLM_DTYPE_F32 ? 4 : 2;
+    const char  *base = w->data;
+    const float *wf, *xb;
+    float       *yb;
+    int          kv = K - K % VLEN;
+
+    for (nb = n0; nb < n1; nb += LLM_MATMUL_NB) {
+        nlen = n1 - nb < LLM_MATMUL_NB ? n1 - nb : LLM_MATMUL_NB;
+        if (dt == LLM_DTYPE_F32) {
+            wf = (const float *) base + (size_t) nb * K;
+        } else {
+            for (r = 0; r < nlen; r++) {
+                const char  *src = base + (size_t) (nb + r) * K * esz;
+                float       *dst = scratch + (size_t) r * K;
+
+                for (k = 0; k < kv; k += VLEN) {
+                    VSTORE(dst + k, KSUFFIX(loadw)(dt, src, k));
+                }
+                for (; k < K; k++) {
+                    dst[k] = KSUFFIX(scalarw)(dt, src, k);
+                }
+            }
+            wf = scratch;
+        }
+        for (mb = 0; mb < M; mb += LLM_MATMUL_MB) {
+            mlen = M - mb < LLM_MATMUL_MB ? M - mb : LLM_MATMUL_MB;
+            xb = x + (size_t) mb * ldx;
+            yb = y + (size_t) mb * ldy + nb;
+            for (m = 0; m + MR <= mlen; m += MR) {
+                for (n = 0; n + NR <= nlen; n += NR) {
+                    KSUFFIX(tile)(MR, NR, LLM_DTYPE_F32, xb + (size_t) m * ldx,
+                                  ldx, wf + (size_t) n * K, K, K,
+                                  yb + (size_t) m * ldy + n, ldy);
+                }
+                for (; n < nlen; n++) {
+                    KSUFFIX(tile)(MR, 1, LLM_DTYPE_F32, xb + (size_t) m * ldx,
+                                  ldx, wf + (size_t) n * K, K, K,
+                                  yb + (size_t) m * ldy + n, ldy);
+                }
+            }
+            for (; m < mlen; m++) {
+                for (n = 0; n + NR <= nlen; n += NR) {
+                    KSUFFIX(tile)(1, NR, LLM_DTYPE_F32, xb + (size_t) m * ldx,
+                                  ldx, wf + (size_t) n * K, K, K,
+                                  yb + (size_t) m * ldy + n, ldy);
+                }
+                for (; n < nlen; n++) {
+                    KSUFFIX(tile)(1, 1, LLM_DTYPE_F32, xb + (size_t) m * ldx,
+                                  ldx, wf + (size_t) n * K, K, K,
+                                  yb + (size_t) m * ldy + n, ldy);
+                }
+            }
+        }
+    }
+}
+
+
+static void
+KSUFFIX(matmul)(const float *x, int ldx, int M, const llm_tensor *w, int n0,
+    int n1, float *y, int ldy, float *scratch)
+{
+    if (M < LLM_MATMUL_SMALL_M) {
+        switch (w->dtype) {
+        case LLM_DTYPE_BF16:
+            KSUFFIX(matmul_small)(LLM_DTYPE_BF16, x, ldx, M, w, n0, n1, y,
+                                  ldy);
+            break;
+        case LLM_DTYPE_F16:
+            KSUFFIX(matmul_small)(LLM_DTYPE_F16, x, ldx, M, w, n0, n1, y,
+                                  ldy);
+            break;
+        case LLM_DTYPE_F32:
+            KSUFFIX(matmul_small)(LLM_DTYPE_F32, x, ldx, M, w, n0, n1, y,
+                                  ldy);
+            break;
+        }
+        return;
+    }
+    switch (w->dtype) {
+    case LLM_DTYPE_BF16:
+        KSUFFIX(matmul_blocked)(LLM_DTYPE_BF16, x, ldx, M, w, n0, n1, y, ldy,
+                                scratch);
+        break;
+    case LLM_DTYPE_F16:
+        KSUFFIX(matmul_blocked)(LLM_DTYPE_F16, x, ldx, M, w, n0, n1, y, ldy,
+                                scratch);
+        break;
+    case LLM_DTYPE_F32:
+        KSUFFIX(matmul_blocked)(LLM_DTYPE_F32, x, ldx, M, w, n0, n1, y, ldy,
+                                scratch);
+        break;
+    }
+}
+
+
+static float
+KSUFFIX(dot)(const float *a, const float *b, int n)
+{
+    VEC    acc = VZERO();
+    int    k, kv = n - n % VLEN;
+    float  s;
+
+    for (k = 0; k < kv; k += VLEN) {
+        acc = VFMA(VLOAD(a + k), VLOAD(b + k), acc);
+    }
+    s = VHSUM(acc);
+    for (; k < n; k++) {
+        s += a[k] * b[k];
+    }
+    return s;
+}
+
+
+static void
+KSUFFIX(axpy)(float *y, float a, const float *x, int n)
+{
+    VEC  av = VSET1(a);
+    int  k, kv = n - n % VLEN;
+
+    for (k = 0; k < kv; k += VLEN) {
+        VSTORE(y + k, VFMA(av, VLOAD(x + k), VLOAD(y + k)));
+    }
+    for (; k < n; k++) {
+        y[k] += a * x[k];
+    }
+}
+
+
+static void
+KSUFFIX(scale)(float *y, float a, int n)
+{
+    VEC  av = VSET1(a);
+    int  k, kv = n - n % VLEN;
+
+    for (k = 0; k < kv; k += VLEN) {
+        VSTORE(y + k, VMUL(av, VLOAD(y + k)));
+    }
+    for (; k < n; k++) {
+        y[k] *= a;
+    }
+}
+
+
+static void
+KSUFFIX(rmsnorm)(float *out, const float *x, const float *w, int n,
+    float eps)
+{
+    float  r = 1.0f / sqrtf(KSUFFIX(dot)(x, x, n) / (float) n + eps);
+    VEC    rv = VSET1(r);
+    int    k, kv = n - n % VLEN;
+
+    for (k = 0; k < kv; k += VLEN) {
+        VSTORE(out + k, VMUL(VMUL(VLOAD(x + k), rv), VLOAD(w + k)));
+    }
+    for (; k < n; k++) {
+        out[k] = x[k] * r * w[k];
+    }
+}
+
+
+static void
+KSUFFIX(silu_mul)(float *out, const float *g, const float *u, int n)
+{
+    int  k;
+
+    for (k = 0; k < n; k++) {
+        out[k] = g[k] / (1.0f + expf(-g[k])) * u[k];
+    }
+}
+
+
+static void
+KSUFFIX(add)(float *y, const float *x, int n)
+{
+    int  k, kv = n - n % VLEN;
+
+    for (k = 0; k < kv; k += VLEN) {
+        VSTORE(y + k, VADD(VLOAD(y + k), VLOAD(x + k)));
+    }
+    for (; k < n; k++) {
+        y[k] += x[k];
+    }
+}
+
+
+static void
+KSUFFIX(row_to_f32)(float *out, const llm_tensor *w, int row)
+{
+    size_t  off = (size_t) row * w->cols;
+    int     k, kv = w->cols - w->cols % VLEN;
+
+#define LLM_ROW_CASE(dt)                                                      \
+    case dt:                                                                  \
+        for (k = 0; k < kv; k += VLEN) {                                      \
+            VSTORE(out + k, KSUFFIX(loadw)(dt, w->data, off + k));            \
+        }                                                                     \
+        for (; k < w->cols; k++) {                                            \
+            out[k] = KSUFFIX(scalarw)(dt, w->data, off + k);                  \
+        }                                                                     \
+        break;
+
+    switch (w->dtype) {
+    LLM_ROW_CASE(LLM_DTYPE_BF16)
+    LLM_ROW_CASE(LLM_DTYPE_F16)
+    LLM_ROW_CASE(LLM_DTYPE_F32)
+    }
+#undef LLM_ROW_CASE
+}
+
+
+const llm_cpu_kernels KSUFFIX(llm_cpu_kernels) = {
+    KISA,
+    KSUFFIX(matmul),
+    KSUFFIX(dot),
+    KSUFFIX(axpy),
+    KSUFFIX(scale),
+    KSUFFIX(rmsnorm),
+    KSUFFIX(silu_mul),
+    KSUFFIX(add),
+    KSUFFIX(row_to_f32),
+};

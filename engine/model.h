@@ -1,0 +1,112 @@
+/*
+ * model.h -- a loaded Hugging Face model directory: its configuration, its
+ * weights (mmapped safetensors, kept in their stored dtype), its tokenizer
+ * and chat template, and generation defaults.  Read-only after load and
+ * shared by every request and thread.
+ */
+#ifndef LLM_MODEL_H
+#define LLM_MODEL_H
+
+#include <stdint.h>
+
+#include "llm.h"
+#include "safetensors.h"
+#include "tokenizer.h"
+#include "chat_template.h"
+
+typedef enum {
+    LLM_ARCH_LLAMA = 0,           /* LlamaForCausalLM (Llama 2, 3, 3.1+) */
+    LLM_ARCH_MISTRAL,             /* MistralForCausalLM */
+    LLM_ARCH_QWEN2,               /* Qwen2ForCausalLM: q/k/v bias */
+    LLM_ARCH_QWEN3                /* Qwen3ForCausalLM: per-head q/k RMSNorm */
+} llm_arch;
+
+typedef struct {
+    llm_arch   arch;
+    int        vocab_size;
+    int        hidden;            /* hidden_size */
+    int        n_layers;
+    int        n_heads;
+    int        n_kv_heads;        /* GQA: n_heads % n_kv_heads == 0 */
+    int        head_dim;
+    int        intermediate;      /* MLP width */
+    int        max_position_embeddings;
+    float      rms_eps;
+    float      rope_theta;
+    int        rope_llama3;       /* rope_scaling.rope_type == "llama3" */
+    float      rope_factor;
+    float      rope_low_freq_factor;
+    float      rope_high_freq_factor;
+    int        rope_original_max_pos;
+    int        sliding_window;    /* 0 = none */
+    int        tie_embeddings;
+    int        qkv_bias;          /* Qwen2 */
+    int        qk_norm;           /* Qwen3 */
+} llm_config;
+
+/* A weight matrix [rows][cols] in its stored dtype (HF layout: [out][in]),
+ * or a vector (rows == 1).  Vectors are converted to f32 at load. */
+typedef struct {
+    const void *data;
+    llm_dtype   dtype;
+    int         rows;
+    int         cols;
+} llm_tensor;
+
+typedef struct {
+    llm_tensor  attn_norm;        /* (hidden) f32 */
+    llm_tensor  wq;               /* (n_heads * head_dim, hidden) */
+    llm_tensor  wk;               /* (n_kv_heads * head_dim, hidden) */
+    llm_tensor  wv;               /* (n_kv_heads * head_dim, hidden) */
+    llm_tensor  bq, bk, bv;       /* Qwen2 biases, f32; data NULL otherwise */
+    llm_tensor  q_norm, k_norm;   /* Qwen3 (head_dim) f32; data NULL otherwise */
+    llm_tensor  wo;               /* (hidden, n_heads * head_dim) */
+    llm_tensor  ffn_norm;         /* (hidden) f32 */
+    llm_tensor  w_gate;           /* (intermediate, hidden) */
+    llm_tensor  w_up;             /* (intermediate, hidden) */
+    llm_tensor  w_down;           /* (hidden, intermediate) */
+} llm_layer_weights;
+
+typedef struct {
+    llm_tensor         embed;     /* (vocab, hidden) */
+    llm_layer_weights *layers;    /* n_layers */
+    llm_tensor         final_norm;/* (hidden) f32 */
+    llm_tensor         lm_head;   /* (vocab, hidden); == embed when tied */
+} llm_weights;
+
+/* Sampling defaults from generation_config.json. */
+typedef struct {
+    int32_t   *eos_ids;           /* generation_config eos_token_id (int or list) */
+    int        n_eos;
+    int32_t    bos_id;            /* -1 if none */
+    int        has_temperature, has_top_p, has_top_k, has_min_p,
+               has_repetition_penalty;
+    float      temperature, top_p, min_p, repetition_penalty;
+    int        top_k;
+} llm_generation_config;
+
+struct llm_model {
+    char                  *dir;
+    llm_config             config;
+    llm_weights            weights;
+    llm_generation_config  gen;
+    llm_tokenizer         *tokenizer;
+    llm_chat_template     *chat_template;    /* NULL: none */
+    llm_safetensors      **files;
+    int                    n_files;
+    float                 *f32_store;        /* converted vectors */
+};
+
+/* Loads DIR: config.json, model.safetensors or model.safetensors.index.json
+ * (sharded), tokenizer.json, tokenizer_config.json, generation_config.json.
+ * One clear message naming the file and the problem on failure. */
+llm_model *llm_model_load(const char *dir, char *err);
+void llm_model_free(llm_model *m);
+
+/* config.json -> llm_config (model_config.c). */
+int llm_config_load(const char *dir, llm_config *c, char *err);
+/* generation_config.json (optional) -> defaults. */
+int llm_generation_config_load(const char *dir, llm_generation_config *g,
+    char *err);
+
+#endif /* LLM_MODEL_H */
