@@ -14,6 +14,10 @@ static const struct {
     const char  *usage;
 } llm_commands[] = {
     /* one line per subcommand, added as tools/cmd_<name>.c lands */
+    { "make-model", llm_cmd_make_model,
+      "--tokenizer DIR --out DIR [--arch llama|qwen2|qwen3|mistral] [--layers N --hidden N --heads N --kv-heads N --intermediate N --dtype bf16|f16|f32 --seed N --tie --rope-llama3 --shards N]" },
+    { "logits", llm_cmd_logits,
+      "--model DIR --ids 1,2,3 --out FILE [--threads N]" },
     { NULL, NULL, NULL }
 };
 
