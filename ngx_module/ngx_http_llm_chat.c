@@ -1,0 +1,552 @@
+
+/*
+ * ngx_http_llm_chat.c -- POST .../chat/completions.
+ *
+ * Parsing (thread pool): the messages are normalized the way vLLM hands
+ * them to the template (text parts joined into one string, tool-call
+ * arguments parsed into objects, tools with every field of vLLM's model),
+ * rendered with the model's own chat template and tokenized.
+ *
+ * Rendering (event loop): chat.completion and chat.completion.chunk in
+ * vLLM's key order.  Chunks follow vLLM's exclude_unset rules: the first
+ * one carries the role and "prompt_token_ids": null, content chunks have
+ * no stop_reason, the finishing chunk has one.
+ */
+
+
+#include "ngx_http_llm_module.h"
+
+
+static ngx_int_t ngx_http_llm_chat_messages(ngx_http_llm_job_t *job,
+    yajl_val messages);
+static ngx_int_t ngx_http_llm_chat_content(ngx_http_llm_job_t *job,
+    yajl_val msg, size_t index);
+static ngx_int_t ngx_http_llm_chat_tool_calls(ngx_http_llm_job_t *job,
+    yajl_val msg, size_t index);
+static ngx_int_t ngx_http_llm_chat_tools(ngx_http_llm_job_t *job,
+    yajl_val tools);
+static ngx_int_t ngx_http_llm_chat_render(ngx_http_llm_job_t *job,
+    yajl_val root, yajl_val messages, yajl_val tools);
+static void ngx_http_llm_chat_choice_tail(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx);
+
+
+void
+ngx_http_llm_chat_parse(ngx_http_llm_job_t *job, yajl_val root)
+{
+    yajl_val  messages, tools, v;
+
+    messages = ngx_http_llm_json_get(root, "messages");
+
+    if (messages == NULL || !YAJL_IS_ARRAY(messages)) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "messages",
+                               "`messages` is required and must be a list "
+                               "of messages, got %s",
+                               ngx_http_llm_json_type(messages));
+        return;
+    }
+
+    if (messages->u.array.len == 0) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "messages",
+                               "`messages` must contain at least one "
+                               "message");
+        return;
+    }
+
+    v = ngx_http_llm_json_get(root, "chat_template");
+
+    if (v && !YAJL_IS_NULL(v)) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "chat_template",
+                               "Chat template is passed with request, but "
+                               "this server does not trust request chat "
+                               "templates. Refused request with untrusted "
+                               "chat template.");
+        return;
+    }
+
+    v = ngx_http_llm_json_get(root, "echo");
+
+    if (YAJL_IS_TRUE(v)) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "echo",
+                               "`echo` is not supported for chat "
+                               "completions");
+        return;
+    }
+
+    tools = ngx_http_llm_json_get(root, "tools");
+
+    if (tools && YAJL_IS_NULL(tools)) {
+        tools = NULL;
+    }
+
+    if (ngx_http_llm_chat_messages(job, messages) != NGX_OK
+        || (tools && ngx_http_llm_chat_tools(job, tools) != NGX_OK))
+    {
+        return;
+    }
+
+    (void) ngx_http_llm_chat_render(job, root, messages, tools);
+}
+
+
+static ngx_int_t
+ngx_http_llm_chat_messages(ngx_http_llm_job_t *job, yajl_val messages)
+{
+    size_t    i;
+    yajl_val  msg, role;
+
+    for (i = 0; i < messages->u.array.len; i++) {
+        msg = messages->u.array.values[i];
+
+        if (!YAJL_IS_OBJECT(msg)) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "messages",
+                                   "messages[%uz] must be an object, got %s",
+                                   i, ngx_http_llm_json_type(msg));
+            return NGX_ERROR;
+        }
+
+        role = ngx_http_llm_json_get(msg, "role");
+
+        if (role == NULL || !YAJL_IS_STRING(role)) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "messages",
+                                   "messages[%uz].role must be a string, "
+                                   "got %s", i, ngx_http_llm_json_type(role));
+            return NGX_ERROR;
+        }
+
+        if (ngx_http_llm_chat_content(job, msg, i) != NGX_OK
+            || ngx_http_llm_chat_tool_calls(job, msg, i) != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * Content as a list of parts becomes one string, the parts' texts joined
+ * with "\n": what vLLM does for templates that expect string content.
+ */
+
+static ngx_int_t
+ngx_http_llm_chat_content(ngx_http_llm_job_t *job, yajl_val msg,
+    size_t index)
+{
+    char      *s, *p;
+    size_t     i, k, len;
+    yajl_val   content, part, text, type, node;
+
+    content = NULL;
+
+    for (k = 0; k < msg->u.object.len; k++) {
+        if (ngx_strcmp(msg->u.object.keys[k], "content") == 0) {
+            content = msg->u.object.values[k];
+            break;
+        }
+    }
+
+    if (content == NULL || YAJL_IS_NULL(content) || YAJL_IS_STRING(content))
+    {
+        return NGX_OK;
+    }
+
+    if (!YAJL_IS_ARRAY(content)) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "messages",
+                               "messages[%uz].content must be a string or a "
+                               "list of content parts, got %s", index,
+                               ngx_http_llm_json_type(content));
+        return NGX_ERROR;
+    }
+
+    len = 0;
+
+    for (i = 0; i < content->u.array.len; i++) {
+        part = content->u.array.values[i];
+        text = YAJL_IS_STRING(part) ? part
+                                    : ngx_http_llm_json_get(part, "text");
+        type = ngx_http_llm_json_get(part, "type");
+
+        if (!YAJL_IS_STRING(part)
+            && (type == NULL || !YAJL_IS_STRING(type)
+                || ngx_strcmp(type->u.string, "text") != 0
+                || text == NULL || !YAJL_IS_STRING(text)))
+        {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "messages",
+                                   "messages[%uz].content[%uz]: only "
+                                   "{\"type\": \"text\", \"text\": ...} "
+                                   "parts are supported", index, i);
+            return NGX_ERROR;
+        }
+
+        len += ngx_strlen(text->u.string) + 1;
+    }
+
+    node = calloc(1, sizeof(struct yajl_val_s));
+    s = malloc(len + 1);
+
+    if (node == NULL || s == NULL) {
+        free(node);
+        free(s);
+        ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
+                               "out of memory");
+        return NGX_ERROR;
+    }
+
+    p = s;
+
+    for (i = 0; i < content->u.array.len; i++) {
+        part = content->u.array.values[i];
+        text = YAJL_IS_STRING(part) ? part
+                                    : ngx_http_llm_json_get(part, "text");
+
+        if (i) {
+            *p++ = '\n';
+        }
+
+        p = (char *) ngx_cpymem(p, text->u.string, ngx_strlen(text->u.string));
+    }
+
+    *p = '\0';
+
+    node->type = yajl_t_string;
+    node->u.string = s;
+
+    /* the tree owns the new node; yajl_tree_free() releases both */
+    yajl_tree_free(content);
+    msg->u.object.values[k] = node;
+
+    return NGX_OK;
+}
+
+
+/*
+ * Assistant tool calls: OpenAI clients send function.arguments as a JSON
+ * string, chat templates expect an object; vLLM parses it (an empty or
+ * missing string becomes {}).
+ */
+
+static ngx_int_t
+ngx_http_llm_chat_tool_calls(ngx_http_llm_job_t *job, yajl_val msg,
+    size_t index)
+{
+    size_t    i, k;
+    yajl_val  calls, fn, args, parsed;
+    char      errbuf[128];
+
+    calls = ngx_http_llm_json_get(msg, "tool_calls");
+
+    if (calls == NULL || !YAJL_IS_ARRAY(calls)) {
+        return NGX_OK;
+    }
+
+    for (i = 0; i < calls->u.array.len; i++) {
+        fn = ngx_http_llm_json_get(calls->u.array.values[i], "function");
+
+        if (fn == NULL || !YAJL_IS_OBJECT(fn)) {
+            continue;
+        }
+
+        for (k = 0; k < fn->u.object.len; k++) {
+            if (ngx_strcmp(fn->u.object.keys[k], "arguments") == 0) {
+                break;
+            }
+        }
+
+        args = (k < fn->u.object.len) ? fn->u.object.values[k] : NULL;
+
+        if (args == NULL || !YAJL_IS_STRING(args)) {
+            continue;
+        }
+
+        parsed = yajl_tree_parse(args->u.string[0] ? args->u.string : "{}",
+                                 errbuf, sizeof(errbuf));
+
+        if (parsed == NULL) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "messages",
+                                   "messages[%uz].tool_calls[%uz].function."
+                                   "arguments is not valid JSON", index, i);
+            return NGX_ERROR;
+        }
+
+        yajl_tree_free(args);
+        fn->u.object.values[k] = parsed;
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * vLLM passes tools to the template as tool.model_dump(): "type" and
+ * "function" first, the function's "name", "description", "parameters"
+ * first and null when absent, other keys after them.  Templates print
+ * tools with tojson, so the bytes depend on this order.
+ */
+
+static ngx_int_t
+ngx_http_llm_chat_tools(ngx_http_llm_job_t *job, yajl_val tools)
+{
+    size_t    i;
+    yajl_val  tool, fn;
+
+    static const char  *tool_keys[] = { "type", "function", NULL };
+    static const char  *tool_defaults[] = { "function", NULL };
+    static const char  *fn_keys[] = { "name", "description", "parameters",
+                                      NULL };
+    static const char  *fn_defaults[] = { NULL, NULL, NULL };
+
+    if (!YAJL_IS_ARRAY(tools)) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "tools",
+                               "`tools` must be a list of tools, got %s",
+                               ngx_http_llm_json_type(tools));
+        return NGX_ERROR;
+    }
+
+    for (i = 0; i < tools->u.array.len; i++) {
+        tool = tools->u.array.values[i];
+        fn = ngx_http_llm_json_get(tool, "function");
+
+        if (fn == NULL || !YAJL_IS_OBJECT(fn)
+            || ngx_http_llm_json_get(fn, "name") == NULL
+            || !YAJL_IS_STRING(ngx_http_llm_json_get(fn, "name")))
+        {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "tools",
+                                   "tools[%uz] must be {\"type\": "
+                                   "\"function\", \"function\": {\"name\": "
+                                   "...}}", i);
+            return NGX_ERROR;
+        }
+
+        if (ngx_http_llm_json_order(tool, tool_keys, tool_defaults)
+            != NGX_OK
+            || ngx_http_llm_json_order(fn, fn_keys, fn_defaults) != NGX_OK)
+        {
+            ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
+                                   "out of memory");
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_llm_chat_render(ngx_http_llm_job_t *job, yajl_val root,
+    yajl_val messages, yajl_val tools)
+{
+    int                        n;
+    char                      *text, err[LLM_ERR_LEN];
+    size_t                     len;
+    int32_t                   *ids;
+    yajl_val                   docs, kwargs, v;
+    const llm_chat_template   *tmpl;
+
+    v = ngx_http_llm_json_get(root, "add_generation_prompt");
+    job->add_generation_prompt = !YAJL_IS_FALSE(v);
+
+    if (YAJL_IS_TRUE(ngx_http_llm_json_get(root, "continue_final_message")))
+    {
+        if (job->add_generation_prompt) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
+                                   "continue_final_message", "Cannot set "
+                                   "both `continue_final_message` and "
+                                   "`add_generation_prompt` to True.");
+
+        } else {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
+                                   "continue_final_message",
+                                   "`continue_final_message` is not "
+                                   "supported yet");
+        }
+
+        return NGX_ERROR;
+    }
+
+    docs = ngx_http_llm_json_get(root, "documents");
+    if (docs && !YAJL_IS_ARRAY(docs)) {
+        docs = NULL;
+    }
+
+    kwargs = ngx_http_llm_json_get(root, "chat_template_kwargs");
+
+    if (kwargs && !YAJL_IS_NULL(kwargs) && !YAJL_IS_OBJECT(kwargs)) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
+                               "chat_template_kwargs", "`chat_template_"
+                               "kwargs` must be an object, got %s",
+                               ngx_http_llm_json_type(kwargs));
+        return NGX_ERROR;
+    }
+
+    if (kwargs && YAJL_IS_NULL(kwargs)) {
+        kwargs = NULL;
+    }
+
+    tmpl = llm_model_chat_template(job->model);
+
+    if (tmpl == NULL) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, NULL,
+                               "As of transformers v4.44, default chat "
+                               "template is no longer allowed, so you must "
+                               "provide a chat template if the tokenizer "
+                               "does not define one.");
+        return NGX_ERROR;
+    }
+
+    err[0] = '\0';
+    text = llm_chat_template_render(tmpl, messages, tools, docs,
+                                    job->add_generation_prompt, kwargs, &len,
+                                    err);
+    if (text == NULL) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, NULL, "%s",
+                               err[0] ? err : "the chat template failed");
+        return NGX_ERROR;
+    }
+
+    /* templates add BOS themselves: add_special_tokens is false by default */
+    v = ngx_http_llm_json_get(root, "add_special_tokens");
+
+    err[0] = '\0';
+    n = llm_tokenizer_encode(llm_model_tokenizer(job->model), text, len,
+                             YAJL_IS_TRUE(v), &ids, err);
+    free(text);
+
+    if (n < 0) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "messages", "%s",
+                               err[0] ? err : "tokenizing the prompt failed");
+        return NGX_ERROR;
+    }
+
+    job->prompt = ids;
+    job->n_prompt = n;
+
+    return NGX_OK;
+}
+
+
+/* rendering, on the event loop */
+
+ngx_int_t
+ngx_http_llm_chat_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
+{
+    static const char  object[] = "chat.completion.chunk";
+
+    if (!ctx->role_sent && ctx->finish != LLM_FINISH_ERROR) {
+        ctx->role_sent = 1;
+
+        ngx_http_llm_json_lit(j, "data: ");
+        ngx_http_llm_chunk_head(j, ctx, object);
+        ngx_http_llm_json_lit(j, ",\"choices\":[{\"index\":0,\"delta\":"
+                              "{\"role\":\"assistant\",\"content\":\"\"},"
+                              "\"logprobs\":null,\"finish_reason\":null}]");
+
+        if (ctx->continuous_usage) {
+            ngx_http_llm_json_lit(j, ",\"usage\":{\"prompt_tokens\":");
+            ngx_http_llm_json_int(j, ctx->stats.prompt_tokens);
+            ngx_http_llm_json_lit(j, ",\"total_tokens\":");
+            ngx_http_llm_json_int(j, ctx->stats.prompt_tokens);
+            ngx_http_llm_json_lit(j, ",\"completion_tokens\":0}");
+        }
+
+        ngx_http_llm_json_lit(j, ",\"prompt_token_ids\":null}\n\n");
+    }
+
+    if (ctx->finish != LLM_FINISH_ERROR
+        && (ctx->text_len || ctx->new_ids || ctx->finish != LLM_FINISH_NONE))
+    {
+        ngx_http_llm_json_lit(j, "data: ");
+        ngx_http_llm_chunk_head(j, ctx, object);
+        ngx_http_llm_json_lit(j, ",\"choices\":[{\"index\":0,\"delta\":"
+                              "{\"content\":");
+        ngx_http_llm_json_str(j, ctx->text, ctx->text_len);
+        ngx_http_llm_json_lit(j, "},\"logprobs\":");
+
+        if (ctx->job->logprobs >= 0) {
+            ngx_http_llm_logprobs_chat(j, ctx);
+
+        } else {
+            ngx_http_llm_json_lit(j, "null");
+        }
+
+        ngx_http_llm_json_lit(j, ",\"finish_reason\":");
+
+        if (ctx->finish == LLM_FINISH_NONE) {
+            ngx_http_llm_json_lit(j, "null");
+
+        } else {
+            ngx_http_llm_json_cstr(j, llm_finish_reason_str(ctx->finish));
+            ngx_http_llm_json_lit(j, ",\"stop_reason\":");
+            ngx_http_llm_stop_reason(j, ctx);
+        }
+
+        ngx_http_llm_json_lit(j, ",\"token_ids\":null}]");
+
+        if (ctx->continuous_usage) {
+            ngx_http_llm_json_lit(j, ",\"usage\":");
+            (void) ngx_http_llm_usage_json(j, ctx, 0);
+        }
+
+        ngx_http_llm_json_lit(j, "}\n\n");
+    }
+
+    if (ctx->finish != LLM_FINISH_NONE) {
+        return ngx_http_llm_sse_tail(j, ctx, object);
+    }
+
+    return j->failed ? NGX_ERROR : NGX_OK;
+}
+
+
+ngx_int_t
+ngx_http_llm_chat_body(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
+{
+    ngx_http_llm_chunk_head(j, ctx, "chat.completion");
+
+    ngx_http_llm_json_lit(j, ",\"choices\":[{\"index\":0,\"message\":"
+                          "{\"role\":\"assistant\",\"content\":");
+    ngx_http_llm_json_str(j, ctx->text, ctx->text_len);
+    ngx_http_llm_json_lit(j, ",\"refusal\":null,\"annotations\":null,"
+                          "\"audio\":null,\"function_call\":null,"
+                          "\"tool_calls\":[],\"reasoning\":null},"
+                          "\"logprobs\":");
+
+    if (ctx->job->logprobs >= 0) {
+        ngx_http_llm_logprobs_chat(j, ctx);
+
+    } else {
+        ngx_http_llm_json_lit(j, "null");
+    }
+
+    ngx_http_llm_chat_choice_tail(j, ctx);
+
+    ngx_http_llm_json_lit(j, ",\"service_tier\":null,"
+                          "\"system_fingerprint\":null,\"usage\":");
+    (void) ngx_http_llm_usage_json(j, ctx, 1);
+    ngx_http_llm_json_lit(j, ",\"prompt_logprobs\":null,"
+                          "\"prompt_token_ids\":null,"
+                          "\"kv_transfer_params\":null,\"metrics\":");
+
+    if (ctx->metrics) {
+        (void) ngx_http_llm_metrics_json(j, &ctx->stats, 0);
+
+    } else {
+        ngx_http_llm_json_lit(j, "null");
+    }
+
+    ngx_http_llm_json_lit(j, "}");
+
+    return j->failed ? NGX_ERROR : NGX_OK;
+}
+
+
+static void
+ngx_http_llm_chat_choice_tail(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx)
+{
+    ngx_http_llm_json_lit(j, ",\"finish_reason\":");
+    ngx_http_llm_json_cstr(j, llm_finish_reason_str(ctx->finish));
+    ngx_http_llm_json_lit(j, ",\"stop_reason\":");
+    ngx_http_llm_stop_reason(j, ctx);
+    ngx_http_llm_json_lit(j, ",\"token_ids\":null}]");
+}

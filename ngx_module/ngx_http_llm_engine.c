@@ -1,0 +1,498 @@
+
+/*
+ * ngx_http_llm_engine.c -- the worker's engine and the bridge between the
+ * engine thread and the nginx event loop.
+ *
+ *   init_process   eventfd registered in the event loop, then a loader
+ *                  thread calls llm_engine_create() so that the worker
+ *                  answers (503 "loading") while a large model loads;
+ *   engine thread  calls cfg.notify -> writes the eventfd;
+ *   event loop     eventfd readable -> llm_engine_drain() copies each
+ *                  request's new output into its ctx and queues the ctx;
+ *                  then every queued ctx is delivered (JSON or SSE).
+ *
+ * Delivery happens after llm_engine_drain() returns, never inside its
+ * callback, so writing to clients, finalizing requests and the cancel()
+ * calls their cleanups make never re-enter the engine during a drain.
+ */
+
+
+#include "ngx_http_llm_module.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+
+
+typedef struct {
+    pthread_t                 tid;
+    llm_engine_config         cfg;
+    llm_engine               *engine;
+    char                      err[LLM_ERR_LEN];
+    int                       done;          /* atomic: the thread ended */
+    unsigned                  running:1;
+} ngx_http_llm_loader_t;
+
+
+static void *ngx_http_llm_loader_thread(void *data);
+static void ngx_http_llm_engine_notify(void *data);
+static void ngx_http_llm_notify_handler(ngx_event_t *rev);
+static void ngx_http_llm_loaded(ngx_log_t *log);
+static void ngx_http_llm_drain_output(llm_request *lr, const llm_output *out,
+    void *data);
+static ngx_int_t ngx_http_llm_append(ngx_http_llm_ctx_t *ctx,
+    const llm_output *out);
+
+
+ngx_http_llm_worker_t         ngx_http_llm_worker;
+static ngx_http_llm_loader_t  ngx_http_llm_loader;
+
+
+ngx_int_t
+ngx_http_llm_engine_start(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf)
+{
+    int                     err, efd;
+    sigset_t                set, old;
+    ngx_core_conf_t        *ccf;
+    ngx_connection_t       *c;
+    llm_engine_config      *cfg;
+    ngx_http_llm_worker_t  *w = &ngx_http_llm_worker;
+    ngx_http_llm_loader_t  *ld = &ngx_http_llm_loader;
+
+    ngx_queue_init(&w->ready);
+    w->efd = -1;
+    w->created = ngx_time();
+    ngx_cpystrn((u_char *) w->error, (u_char *) "the model is loading",
+                sizeof(w->error));
+
+    ccf = (ngx_core_conf_t *) ngx_get_conf(cycle->conf_ctx, ngx_core_module);
+
+    cfg = &ld->cfg;
+    cfg->model_dir = (const char *) lmcf->model.data;
+    cfg->device = (const char *) lmcf->device.data;
+
+    if (ccf->worker_processes > 1) {
+
+        if (ngx_strncmp(lmcf->device.data, "cuda", 4) == 0) {
+            /* worker_processes came after http{}: see postconfiguration */
+            ngx_snprintf((u_char *) w->error, sizeof(w->error),
+                         "\"llm_device %V\" requires \"worker_processes 1\""
+                         ", got %i%Z", &lmcf->device, ccf->worker_processes);
+            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "llm: %s", w->error);
+            return NGX_ERROR;
+        }
+
+        /* several engines cannot share one GPU: "auto" means the CPU here */
+        cfg->device = "cpu";
+    }
+
+    cfg->threads = (int) lmcf->threads;
+    cfg->max_model_len = (int) lmcf->max_model_len;
+    cfg->max_num_seqs = (int) lmcf->max_num_seqs;
+    cfg->max_num_batched_tokens = (int) lmcf->max_num_batched_tokens;
+    cfg->kv_cache_bytes = lmcf->kv_cache_size;
+    cfg->gpu_memory_utilization = lmcf->gpu_util;
+    cfg->enable_prefix_caching = (int) lmcf->enable_prefix_caching;
+    cfg->spec_tokens = (int) lmcf->spec_tokens;
+    cfg->spec_lookup_min = (int) lmcf->spec_lookup_min;
+    cfg->spec_lookup_max = (int) lmcf->spec_lookup_max;
+    cfg->notify = ngx_http_llm_engine_notify;
+    cfg->notify_data = w;
+
+    efd = eventfd(0, EFD_NONBLOCK|EFD_CLOEXEC);
+    if (efd == -1) {
+        ngx_snprintf((u_char *) w->error, sizeof(w->error),
+                     "eventfd() failed: %s%Z", strerror(ngx_errno));
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, ngx_errno,
+                      "llm: eventfd() failed");
+        return NGX_ERROR;
+    }
+
+    c = ngx_get_connection(efd, cycle->log);
+    if (c == NULL) {
+        close(efd);
+        ngx_cpystrn((u_char *) w->error,
+                    (u_char *) "no free connection for the engine's eventfd",
+                    sizeof(w->error));
+        return NGX_ERROR;
+    }
+
+    c->data = w;
+    c->log = cycle->log;
+    c->read->handler = ngx_http_llm_notify_handler;
+    c->read->log = cycle->log;
+    c->write->log = cycle->log;
+
+    /* level-triggered: a missed wakeup cannot strand output */
+    if (ngx_add_event(c->read, NGX_READ_EVENT, 0) != NGX_OK) {
+        ngx_close_connection(c);
+        return NGX_ERROR;
+    }
+
+    w->efd = efd;
+    w->notify = c;
+
+    /* signals belong to the event loop: the engine thread inherits this */
+    sigfillset(&set);
+    pthread_sigmask(SIG_BLOCK, &set, &old);
+
+    err = pthread_create(&ld->tid, NULL, ngx_http_llm_loader_thread, ld);
+
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+
+    if (err) {
+        ngx_snprintf((u_char *) w->error, sizeof(w->error),
+                     "pthread_create() failed: %s%Z", strerror(err));
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, err,
+                      "llm: pthread_create() failed");
+        return NGX_ERROR;
+    }
+
+    ld->running = 1;
+    w->loading = 1;
+
+    ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
+                  "llm: loading \"%V\" on device \"%s\" in worker %P",
+                  &lmcf->model, cfg->device, ngx_pid);
+
+    return NGX_OK;
+}
+
+
+static void *
+ngx_http_llm_loader_thread(void *data)
+{
+    ngx_http_llm_loader_t  *ld = data;
+
+    uint64_t  one;
+
+    ld->err[0] = '\0';
+    ld->engine = llm_engine_create(&ld->cfg, ld->err);
+
+    __atomic_store_n(&ld->done, 1, __ATOMIC_RELEASE);
+
+    one = 1;
+    if (write(ngx_http_llm_worker.efd, &one, sizeof(one)) != sizeof(one)) {
+        /* the counter cannot overflow in practice */
+    }
+
+    return NULL;
+}
+
+
+/* the engine thread: output is ready for llm_engine_drain() */
+
+static void
+ngx_http_llm_engine_notify(void *data)
+{
+    ngx_http_llm_worker_t  *w = data;
+
+    uint64_t  one;
+
+    one = 1;
+    if (write(w->efd, &one, sizeof(one)) != sizeof(one)) {
+        /* EAGAIN only when the counter is near 2^64: the fd is readable */
+    }
+}
+
+
+static void
+ngx_http_llm_notify_handler(ngx_event_t *rev)
+{
+    uint64_t                count;
+    ngx_queue_t            *q;
+    ngx_connection_t       *c;
+    ngx_http_llm_ctx_t     *ctx;
+    ngx_http_llm_worker_t  *w;
+
+    c = rev->data;
+    w = c->data;
+
+    while (read(w->efd, &count, sizeof(count)) == sizeof(count)) {
+        /* void */
+    }
+
+    if (w->loading
+        && __atomic_load_n(&ngx_http_llm_loader.done, __ATOMIC_ACQUIRE))
+    {
+        ngx_http_llm_loaded(c->log);
+    }
+
+    if (w->engine == NULL) {
+        return;
+    }
+
+    llm_engine_drain(w->engine, ngx_http_llm_drain_output, w);
+
+    while (!ngx_queue_empty(&w->ready)) {
+        q = ngx_queue_head(&w->ready);
+        ngx_queue_remove(q);
+
+        ctx = ngx_queue_data(q, ngx_http_llm_ctx_t, queue);
+        ctx->queued = 0;
+
+        ngx_http_llm_deliver(ctx);
+    }
+}
+
+
+static void
+ngx_http_llm_loaded(ngx_log_t *log)
+{
+    ngx_http_llm_worker_t  *w = &ngx_http_llm_worker;
+    ngx_http_llm_loader_t  *ld = &ngx_http_llm_loader;
+
+    (void) pthread_join(ld->tid, NULL);
+
+    ld->running = 0;
+    w->loading = 0;
+
+    if (ld->engine == NULL) {
+        ngx_cpystrn((u_char *) w->error,
+                    (u_char *) (ld->err[0] ? ld->err : "unknown error"),
+                    sizeof(w->error));
+        ngx_log_error(NGX_LOG_ERR, log, 0,
+                      "llm: the model failed to load, the API answers 503: "
+                      "%s", w->error);
+        return;
+    }
+
+    w->engine = ld->engine;
+    w->model = llm_engine_model(w->engine);
+    w->max_model_len = llm_engine_max_model_len(w->engine);
+    w->created = ngx_time();
+    w->error[0] = '\0';
+
+    ngx_log_error(NGX_LOG_NOTICE, log, 0,
+                  "llm: engine ready on %s, max_model_len %d",
+                  llm_engine_device(w->engine), w->max_model_len);
+}
+
+
+void
+ngx_http_llm_engine_stop(ngx_cycle_t *cycle)
+{
+    ngx_http_llm_worker_t  *w = &ngx_http_llm_worker;
+    ngx_http_llm_loader_t  *ld = &ngx_http_llm_loader;
+
+    if (ld->running) {
+        /* exiting while the model still loads: wait for the loader */
+        (void) pthread_join(ld->tid, NULL);
+        ld->running = 0;
+        w->engine = ld->engine;
+    }
+
+    if (w->engine) {
+        llm_engine_destroy(w->engine);
+        w->engine = NULL;
+        w->model = NULL;
+    }
+
+    /* otherwise nginx alerts "open socket #N left in connection" */
+    if (w->notify) {
+        ngx_close_connection(w->notify);
+        w->notify = NULL;
+        w->efd = -1;
+    }
+}
+
+
+/*
+ * NGX_OK when the engine serves; otherwise answers 503 with the reason and
+ * returns what the handler passes to ngx_http_finalize_request().
+ */
+
+ngx_int_t
+ngx_http_llm_engine_ready(ngx_http_request_t *r)
+{
+    ngx_http_llm_worker_t  *w = &ngx_http_llm_worker;
+
+    if (w->engine) {
+        return NGX_OK;
+    }
+
+    if (w->error[0] == '\0') {
+        return ngx_http_llm_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE, NULL,
+                                       NULL, "the engine is not running");
+    }
+
+    return ngx_http_llm_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE, NULL,
+                                   NULL, "%s%s",
+                                   w->loading ? "" : "model not loaded: ",
+                                   w->error);
+}
+
+
+ngx_int_t
+ngx_http_llm_engine_submit(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
+{
+    char                    err[LLM_ERR_LEN];
+    llm_request            *lr;
+    ngx_http_llm_job_t     *job;
+    ngx_http_llm_worker_t  *w = &ngx_http_llm_worker;
+
+    job = ctx->job;
+
+    err[0] = '\0';
+    lr = llm_request_create(w->engine, job->prompt, job->n_prompt, &job->sp,
+                            err);
+    if (lr == NULL) {
+        return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST, NULL, NULL,
+                                       "%s", err[0] ? err : "invalid request");
+    }
+
+    llm_request_set_data(lr, ctx);
+
+    if (llm_engine_submit(w->engine, lr) != 0) {
+        llm_request_release(lr);
+        return ngx_http_llm_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE, NULL,
+                                       NULL, "the engine refused the request");
+    }
+
+    ctx->lreq = lr;
+    ctx->submitted = 1;
+    ctx->stats.prompt_tokens = job->n_prompt;
+
+    return NGX_OK;
+}
+
+
+/*
+ * The request is done with the engine: finished, failed, or its client went
+ * away.  A request the engine still runs is cancelled, which frees its KV
+ * cache at the engine's next step.
+ */
+
+void
+ngx_http_llm_engine_release(ngx_http_llm_ctx_t *ctx)
+{
+    ngx_http_llm_worker_t  *w = &ngx_http_llm_worker;
+
+    if (ctx->queued) {
+        ngx_queue_remove(&ctx->queue);
+        ctx->queued = 0;
+    }
+
+    if (ctx->lreq == NULL) {
+        return;
+    }
+
+    llm_request_set_data(ctx->lreq, NULL);
+
+    if (!ctx->engine_done) {
+        llm_engine_cancel(w->engine, ctx->lreq);
+    }
+
+    if (ctx->finish == LLM_FINISH_NONE) {
+        /* the access log bills what was generated until now */
+        ctx->finish = LLM_FINISH_ABORT;
+    }
+
+    llm_request_release(ctx->lreq);
+    ctx->lreq = NULL;
+}
+
+
+/* llm_engine_drain() callback: copy, never write to the client here */
+
+static void
+ngx_http_llm_drain_output(llm_request *lr, const llm_output *out, void *data)
+{
+    ngx_http_llm_worker_t  *w = data;
+
+    ngx_http_llm_ctx_t  *ctx;
+
+    ctx = llm_request_data(lr);
+
+    if (ctx == NULL) {
+        return;     /* the request is gone; the engine finishes it as abort */
+    }
+
+    if (ngx_http_llm_append(ctx, out) != NGX_OK) {
+        /* out of memory: delivery ends the request with an error */
+        ctx->failed = 1;
+    }
+
+    if (out->finish_reason != LLM_FINISH_NONE) {
+        ctx->finish = out->finish_reason;
+        ctx->engine_done = 1;
+    }
+
+    ctx->stats = out->stats;
+
+    if (!ctx->queued) {
+        ngx_queue_insert_tail(&w->ready, &ctx->queue);
+        ctx->queued = 1;
+    }
+}
+
+
+static ngx_int_t
+ngx_http_llm_append(ngx_http_llm_ctx_t *ctx, const llm_output *out)
+{
+    size_t               size;
+    u_char              *p;
+    ngx_pool_t          *pool;
+    llm_token_logprob   *lp;
+
+    pool = ctx->request->pool;
+
+    if (ctx->text_len + out->text_len > ctx->text_cap) {
+        size = ngx_max(ctx->text_cap * 2, ctx->text_len + out->text_len);
+        size = ngx_max(size, 256);
+
+        p = ngx_pnalloc(pool, size);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+
+        ngx_memcpy(p, ctx->text, ctx->text_len);
+        ctx->text = p;
+        ctx->text_cap = size;
+    }
+
+    if (out->text_len) {
+        ngx_memcpy(ctx->text + ctx->text_len, out->text, out->text_len);
+        ctx->text_len += out->text_len;
+    }
+
+    ctx->new_ids += out->n_ids;
+
+    if (out->logprobs && out->n_ids) {
+        if (ctx->n_lp + out->n_ids > ctx->lp_cap) {
+            size = ngx_max(ctx->lp_cap * 2, ctx->n_lp + out->n_ids);
+
+            lp = ngx_palloc(pool, size * sizeof(llm_token_logprob));
+            if (lp == NULL) {
+                return NGX_ERROR;
+            }
+
+            ngx_memcpy(lp, ctx->lp, ctx->n_lp * sizeof(llm_token_logprob));
+            ctx->lp = lp;
+            ctx->lp_cap = size;
+        }
+
+        ngx_memcpy(ctx->lp + ctx->n_lp, out->logprobs,
+                   out->n_ids * sizeof(llm_token_logprob));
+        ctx->n_lp += out->n_ids;
+    }
+
+    if (out->finish_reason != LLM_FINISH_NONE) {
+        ctx->stop_token = out->stop_token;
+
+        if (out->stop_string) {
+            size = ngx_strlen(out->stop_string);
+
+            p = ngx_pnalloc(pool, size);
+            if (p == NULL) {
+                return NGX_ERROR;
+            }
+
+            ngx_memcpy(p, out->stop_string, size);
+            ctx->stop_string.data = p;
+            ctx->stop_string.len = size;
+        }
+    }
+
+    return NGX_OK;
+}

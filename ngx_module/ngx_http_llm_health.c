@@ -1,0 +1,43 @@
+
+/*
+ * ngx_http_llm_health.c -- llm_health: 200 with an empty body when the
+ * engine serves (vLLM's /health), 503 with the reason while the model
+ * loads or after it failed to load.
+ */
+
+
+#include "ngx_http_llm_module.h"
+
+
+ngx_int_t
+ngx_http_llm_health_handler(ngx_http_request_t *r)
+{
+    ngx_int_t  rc;
+
+    rc = ngx_http_discard_request_body(r);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    if (!(r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD))) {
+        return ngx_http_llm_send_error(r, NGX_HTTP_NOT_ALLOWED, NULL, NULL,
+                                       "Method Not Allowed: use GET for "
+                                       "\"%V\"", &r->uri);
+    }
+
+    rc = ngx_http_llm_engine_ready(r);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    r->headers_out.status = NGX_HTTP_OK;
+    r->headers_out.content_length_n = 0;
+
+    rc = ngx_http_send_header(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    return ngx_http_send_special(r, NGX_HTTP_LAST);
+}

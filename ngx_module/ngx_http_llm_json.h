@@ -1,0 +1,68 @@
+
+/*
+ * ngx_http_llm_json.h -- a small JSON writer over a growing pool buffer, and
+ * lookups in yajl trees.
+ *
+ * The writer produces what Python's json.dumps(..., separators=(",", ":"),
+ * ensure_ascii=False) and pydantic produce, so bodies match vLLM's byte for
+ * byte where the values do: compact, raw UTF-8, floats in their shortest
+ * round-trip form with ".0" on integral values.  Calls after an allocation
+ * failure do nothing; check j->failed once at the end.
+ */
+
+
+#ifndef _NGX_HTTP_LLM_JSON_H_INCLUDED_
+#define _NGX_HTTP_LLM_JSON_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+
+#include <yajl/yajl_tree.h>
+
+
+#define NGX_HTTP_LLM_DTOA_LEN  32
+
+
+typedef struct {
+    u_char       *start;
+    u_char       *pos;
+    u_char       *end;
+    ngx_pool_t   *pool;
+    ngx_uint_t    failed;
+} ngx_http_llm_json_t;
+
+
+void ngx_http_llm_json_init(ngx_http_llm_json_t *j, ngx_pool_t *pool,
+    size_t size);
+void ngx_http_llm_json_reset(ngx_http_llm_json_t *j);
+void ngx_http_llm_json_raw(ngx_http_llm_json_t *j, const void *s, size_t len);
+void ngx_http_llm_json_str(ngx_http_llm_json_t *j, const u_char *s,
+    size_t len);
+void ngx_http_llm_json_int(ngx_http_llm_json_t *j, int64_t v);
+void ngx_http_llm_json_double(ngx_http_llm_json_t *j, double v);
+
+#define ngx_http_llm_json_lit(j, s)                                          \
+    ngx_http_llm_json_raw(j, s, sizeof(s) - 1)
+#define ngx_http_llm_json_cstr(j, s)                                         \
+    ngx_http_llm_json_str(j, (const u_char *) (s), ngx_strlen(s))
+
+/* a quoted key and the colon: ngx_http_llm_json_key(j, "id") */
+#define ngx_http_llm_json_key(j, k)                                          \
+    ngx_http_llm_json_raw(j, "\"" k "\":", sizeof(k) + 2)
+
+/* Python repr() of a float, shortest form that reads back the same */
+size_t ngx_http_llm_dtoa(u_char *buf, double v);
+
+/* object member lookup in a yajl tree; NULL when absent or not an object */
+yajl_val ngx_http_llm_json_get(yajl_val obj, const char *key);
+const char *ngx_http_llm_json_type(yajl_val v);
+
+/* moves keys[] to the front of obj, in order; a missing key is added with
+ * the string defaults[i], or null when that is NULL (malloc: yajl's own
+ * allocator, so yajl_tree_free() releases what is added) */
+ngx_int_t ngx_http_llm_json_order(yajl_val obj, const char **keys,
+    const char **defaults);
+
+
+#endif /* _NGX_HTTP_LLM_JSON_H_INCLUDED_ */

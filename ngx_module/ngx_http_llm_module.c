@@ -1,0 +1,631 @@
+
+/*
+ * ngx_http_llm_module.c -- directives, configuration checks that make
+ * "nginx -t" fail with an [emerg] naming the directive, and the worker
+ * hooks that start and stop the engine.
+ */
+
+
+#include "ngx_http_llm_module.h"
+
+
+static ngx_int_t ngx_http_llm_postconfiguration(ngx_conf_t *cf);
+static void *ngx_http_llm_create_main_conf(ngx_conf_t *cf);
+static char *ngx_http_llm_init_main_conf(ngx_conf_t *cf, void *conf);
+static void *ngx_http_llm_create_loc_conf(ngx_conf_t *cf);
+static char *ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent,
+    void *child);
+
+static char *ngx_http_llm_device(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_llm_gpu_memory_utilization(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
+static char *ngx_http_llm_speculative(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_llm_handler_set(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+
+static ngx_int_t ngx_http_llm_init_process(ngx_cycle_t *cycle);
+static void ngx_http_llm_exit_process(ngx_cycle_t *cycle);
+
+
+static ngx_conf_num_bounds_t  ngx_http_llm_positive = {
+    ngx_conf_check_num_bounds, 1, -1
+};
+
+static ngx_conf_num_bounds_t  ngx_http_llm_non_negative = {
+    ngx_conf_check_num_bounds, 0, -1
+};
+
+
+static ngx_conf_enum_t  ngx_http_llm_spec_metrics[] = {
+    { ngx_string("none"), NGX_HTTP_LLM_SPEC_METRICS_NONE },
+    { ngx_string("summary"), NGX_HTTP_LLM_SPEC_METRICS_SUMMARY },
+    { ngx_string("detailed"), NGX_HTTP_LLM_SPEC_METRICS_DETAILED },
+    { ngx_null_string, 0 }
+};
+
+
+static ngx_command_t  ngx_http_llm_commands[] = {
+
+    { ngx_string("llm_model"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_str_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_llm_main_conf_t, model),
+      NULL },
+
+    { ngx_string("llm_served_model_name"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_str_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_llm_main_conf_t, served_model_name),
+      NULL },
+
+    { ngx_string("llm_device"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_llm_device,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_llm_main_conf_t, device),
+      NULL },
+
+    { ngx_string("llm_threads"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_llm_main_conf_t, threads),
+      &ngx_http_llm_non_negative },
+
+    { ngx_string("llm_max_model_len"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_llm_main_conf_t, max_model_len),
+      &ngx_http_llm_positive },
+
+    { ngx_string("llm_max_num_seqs"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_llm_main_conf_t, max_num_seqs),
+      &ngx_http_llm_positive },
+
+    { ngx_string("llm_max_num_batched_tokens"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_llm_main_conf_t, max_num_batched_tokens),
+      &ngx_http_llm_positive },
+
+    { ngx_string("llm_kv_cache_size"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_size_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_llm_main_conf_t, kv_cache_size),
+      NULL },
+
+    { ngx_string("llm_gpu_memory_utilization"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_llm_gpu_memory_utilization,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("llm_enable_prefix_caching"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_llm_main_conf_t, enable_prefix_caching),
+      NULL },
+
+    { ngx_string("llm_log_stats"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_llm_main_conf_t, log_stats),
+      NULL },
+
+    { ngx_string("llm_speculative"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
+      ngx_http_llm_speculative,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("llm_thread_pool"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_str_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_llm_main_conf_t, thread_pool_name),
+      NULL },
+
+    { ngx_string("llm_per_request_metrics"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_loc_conf_t, per_request_metrics),
+      NULL },
+
+    { ngx_string("llm_force_include_usage"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_loc_conf_t, force_include_usage),
+      NULL },
+
+    { ngx_string("llm_per_request_spec_decode_metrics"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_loc_conf_t, spec_decode_metrics),
+      &ngx_http_llm_spec_metrics },
+
+    { ngx_string("llm_api"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
+      ngx_http_llm_handler_set,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      NGX_HTTP_LLM_HANDLER_API,
+      NULL },
+
+    { ngx_string("llm_health"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
+      ngx_http_llm_handler_set,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      NGX_HTTP_LLM_HANDLER_HEALTH,
+      NULL },
+
+      ngx_null_command
+};
+
+
+static ngx_http_module_t  ngx_http_llm_module_ctx = {
+    ngx_http_llm_add_variables,            /* preconfiguration */
+    ngx_http_llm_postconfiguration,        /* postconfiguration */
+
+    ngx_http_llm_create_main_conf,         /* create main configuration */
+    ngx_http_llm_init_main_conf,           /* init main configuration */
+
+    NULL,                                  /* create server configuration */
+    NULL,                                  /* merge server configuration */
+
+    ngx_http_llm_create_loc_conf,          /* create location configuration */
+    ngx_http_llm_merge_loc_conf            /* merge location configuration */
+};
+
+
+ngx_module_t  ngx_http_llm_module = {
+    NGX_MODULE_V1,
+    &ngx_http_llm_module_ctx,              /* module context */
+    ngx_http_llm_commands,                 /* module directives */
+    NGX_HTTP_MODULE,                       /* module type */
+    NULL,                                  /* init master */
+    NULL,                                  /* init module */
+    ngx_http_llm_init_process,             /* init process */
+    NULL,                                  /* init thread */
+    NULL,                                  /* exit thread */
+    ngx_http_llm_exit_process,             /* exit process */
+    NULL,                                  /* exit master */
+    NGX_MODULE_V1_PADDING
+};
+
+
+static void *
+ngx_http_llm_create_main_conf(ngx_conf_t *cf)
+{
+    ngx_http_llm_main_conf_t  *lmcf;
+
+    lmcf = ngx_pcalloc(cf->pool, sizeof(ngx_http_llm_main_conf_t));
+    if (lmcf == NULL) {
+        return NULL;
+    }
+
+    /*
+     * set by ngx_pcalloc():
+     *
+     *     lmcf->model = { 0, NULL };
+     *     lmcf->served_model_name = { 0, NULL };
+     *     lmcf->device = { 0, NULL };
+     *     lmcf->gpu_memory_utilization = { 0, NULL };
+     *     lmcf->gpu_util = 0;
+     *     lmcf->spec_tokens = 0;
+     *     lmcf->spec_lookup_min = 0;
+     *     lmcf->spec_lookup_max = 0;
+     *     lmcf->thread_pool_name = { 0, NULL };
+     *     lmcf->thread_pool = NULL;
+     *     lmcf->used = 0;
+     */
+
+    lmcf->threads = NGX_CONF_UNSET;
+    lmcf->max_model_len = NGX_CONF_UNSET;
+    lmcf->max_num_seqs = NGX_CONF_UNSET;
+    lmcf->max_num_batched_tokens = NGX_CONF_UNSET;
+    lmcf->kv_cache_size = NGX_CONF_UNSET_SIZE;
+    lmcf->enable_prefix_caching = NGX_CONF_UNSET;
+    lmcf->log_stats = NGX_CONF_UNSET;
+
+    return lmcf;
+}
+
+
+static char *
+ngx_http_llm_init_main_conf(ngx_conf_t *cf, void *conf)
+{
+    ngx_http_llm_main_conf_t *lmcf = conf;
+
+    u_char  *p, *last;
+
+    /* 0 leaves the choice to the engine (llm.h documents its defaults) */
+    ngx_conf_init_value(lmcf->threads, 0);
+    ngx_conf_init_value(lmcf->max_model_len, 0);
+    ngx_conf_init_value(lmcf->max_num_seqs, 0);
+    ngx_conf_init_value(lmcf->max_num_batched_tokens, 0);
+    ngx_conf_init_size_value(lmcf->kv_cache_size, 0);
+    ngx_conf_init_value(lmcf->enable_prefix_caching, 1);
+    ngx_conf_init_value(lmcf->log_stats, 1);
+
+    if (lmcf->device.len == 0) {
+        ngx_str_set(&lmcf->device, "auto");
+    }
+
+    if (lmcf->thread_pool_name.len == 0) {
+        ngx_str_set(&lmcf->thread_pool_name, "default");
+    }
+
+    if (lmcf->model.len && lmcf->served_model_name.len == 0) {
+
+        /* vLLM's default: the model argument; ours: the directory's name */
+
+        last = lmcf->model.data + lmcf->model.len;
+
+        while (last > lmcf->model.data + 1 && last[-1] == '/') {
+            last--;
+        }
+
+        for (p = last; p > lmcf->model.data && p[-1] != '/'; p--) {
+            /* void */
+        }
+
+        lmcf->served_model_name.data = p;
+        lmcf->served_model_name.len = last - p;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+static void *
+ngx_http_llm_create_loc_conf(ngx_conf_t *cf)
+{
+    ngx_http_llm_loc_conf_t  *conf;
+
+    conf = ngx_pcalloc(cf->pool, sizeof(ngx_http_llm_loc_conf_t));
+    if (conf == NULL) {
+        return NULL;
+    }
+
+    /*
+     * set by ngx_pcalloc():
+     *
+     *     conf->handler = 0;
+     */
+
+    conf->per_request_metrics = NGX_CONF_UNSET;
+    conf->force_include_usage = NGX_CONF_UNSET;
+    conf->spec_decode_metrics = NGX_CONF_UNSET_UINT;
+
+    return conf;
+}
+
+
+static char *
+ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
+{
+    ngx_http_llm_loc_conf_t *prev = parent;
+    ngx_http_llm_loc_conf_t *conf = child;
+
+    ngx_http_llm_main_conf_t  *lmcf;
+
+    ngx_conf_merge_value(conf->per_request_metrics,
+                         prev->per_request_metrics, 0);
+    ngx_conf_merge_value(conf->force_include_usage,
+                         prev->force_include_usage, 0);
+    ngx_conf_merge_uint_value(conf->spec_decode_metrics,
+                              prev->spec_decode_metrics,
+                              NGX_HTTP_LLM_SPEC_METRICS_NONE);
+
+    lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_llm_module);
+
+    /* vLLM refuses --enable-per-request-metrics with --disable-log-stats */
+
+    if (conf->per_request_metrics && !lmcf->log_stats) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"llm_per_request_metrics on\" requires "
+                           "\"llm_log_stats on\": the metrics come from "
+                           "the timestamps that llm_log_stats enables");
+        return NGX_CONF_ERROR;
+    }
+
+    if (conf->spec_decode_metrics != NGX_HTTP_LLM_SPEC_METRICS_NONE
+        && lmcf->spec_tokens == 0)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"llm_per_request_spec_decode_metrics\" other "
+                           "than \"none\" requires \"llm_speculative\"");
+        return NGX_CONF_ERROR;
+    }
+
+    if (conf->handler && lmcf->model.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"%s\" requires \"llm_model\" in the http block",
+                           conf->handler == NGX_HTTP_LLM_HANDLER_API
+                           ? "llm_api" : "llm_health");
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+static ngx_int_t
+ngx_http_llm_postconfiguration(ngx_conf_t *cf)
+{
+    ngx_core_conf_t           *ccf;
+    ngx_http_llm_main_conf_t  *lmcf;
+
+    lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_llm_module);
+
+    if (ngx_http_llm_error_filter_init(cf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    if (!lmcf->used) {
+        return NGX_OK;
+    }
+
+    /*
+     * One engine per worker: with a GPU, every worker would load the model
+     * into the same device and batch separately.  NGX_CONF_UNSET here means
+     * the default (1), or a worker_processes written after http{}; that
+     * case is caught again when the worker starts.
+     */
+
+    ccf = (ngx_core_conf_t *) ngx_get_conf(cf->cycle->conf_ctx,
+                                           ngx_core_module);
+
+    if (ngx_strncmp(lmcf->device.data, "cuda", 4) == 0
+        && ccf->worker_processes != NGX_CONF_UNSET
+        && ccf->worker_processes != 1)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"llm_device %V\" requires \"worker_processes 1\""
+                           ", got %i: every worker runs its own engine and "
+                           "would load the model onto the GPU again",
+                           &lmcf->device, ccf->worker_processes);
+        return NGX_ERROR;
+    }
+
+    lmcf->thread_pool = ngx_thread_pool_add(cf, &lmcf->thread_pool_name);
+    if (lmcf->thread_pool == NULL) {
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+static char *
+ngx_http_llm_device(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_str_t  *value, *device;
+    u_char     *p;
+
+    device = (ngx_str_t *) ((char *) conf + cmd->offset);
+
+    if (device->data) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+    *device = value[1];
+
+    if (ngx_strcmp(device->data, "auto") == 0
+        || ngx_strcmp(device->data, "cpu") == 0
+        || ngx_strcmp(device->data, "cuda") == 0)
+    {
+        return NGX_CONF_OK;
+    }
+
+    if (ngx_strncmp(device->data, "cuda:", 5) == 0 && device->len > 5) {
+        for (p = device->data + 5; *p; p++) {
+            if (*p < '0' || *p > '9') {
+                break;
+            }
+        }
+
+        if (*p == '\0') {
+            return NGX_CONF_OK;
+        }
+    }
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "invalid value \"%V\": use auto, cpu or cuda:N",
+                       device);
+    return NGX_CONF_ERROR;
+}
+
+
+static char *
+ngx_http_llm_gpu_memory_utilization(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_llm_main_conf_t *lmcf = conf;
+
+    char       *end;
+    double      v;
+    ngx_str_t  *value;
+
+    if (lmcf->gpu_memory_utilization.data) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+    lmcf->gpu_memory_utilization = value[1];
+
+    v = strtod((char *) value[1].data, &end);
+
+    if (end == (char *) value[1].data || *end != '\0' || !(v > 0 && v <= 1))
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid value \"%V\": must be a fraction in "
+                           "(0, 1], e.g. 0.9", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    lmcf->gpu_util = v;
+
+    return NGX_CONF_OK;
+}
+
+
+/* llm_speculative ngram tokens=4 lookup_min=1 lookup_max=4 */
+
+static char *
+ngx_http_llm_speculative(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_llm_main_conf_t *lmcf = conf;
+
+    ngx_int_t    n, *slot;
+    ngx_str_t   *value, v;
+    ngx_uint_t   i;
+
+    if (lmcf->spec_tokens) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (ngx_strcmp(value[1].data, "ngram") != 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "unknown method \"%V\": only \"ngram\" is "
+                           "supported", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    /* vLLM's defaults for the n-gram proposer */
+    lmcf->spec_tokens = 4;
+    lmcf->spec_lookup_min = 1;
+    lmcf->spec_lookup_max = 4;
+
+    for (i = 2; i < cf->args->nelts; i++) {
+
+        if (ngx_strncmp(value[i].data, "tokens=", 7) == 0) {
+            slot = &lmcf->spec_tokens;
+            v.data = value[i].data + 7;
+
+        } else if (ngx_strncmp(value[i].data, "lookup_min=", 11) == 0) {
+            slot = &lmcf->spec_lookup_min;
+            v.data = value[i].data + 11;
+
+        } else if (ngx_strncmp(value[i].data, "lookup_max=", 11) == 0) {
+            slot = &lmcf->spec_lookup_max;
+            v.data = value[i].data + 11;
+
+        } else {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid parameter \"%V\": use tokens=, "
+                               "lookup_min= or lookup_max=", &value[i]);
+            return NGX_CONF_ERROR;
+        }
+
+        v.len = value[i].data + value[i].len - v.data;
+        n = ngx_atoi(v.data, v.len);
+
+        if (n == NGX_ERROR || n < 1 || n > 64) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid value in \"%V\": must be an integer "
+                               "from 1 to 64", &value[i]);
+            return NGX_CONF_ERROR;
+        }
+
+        *slot = n;
+    }
+
+    if (lmcf->spec_lookup_min > lmcf->spec_lookup_max) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "lookup_min=%i is greater than lookup_max=%i",
+                           lmcf->spec_lookup_min, lmcf->spec_lookup_max);
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+/* llm_api, llm_health: the content handler of a location */
+
+static char *
+ngx_http_llm_handler_set(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_llm_loc_conf_t *llcf = conf;
+
+    ngx_http_core_loc_conf_t  *clcf;
+    ngx_http_llm_main_conf_t  *lmcf;
+
+    if (llcf->handler) {
+        return "is duplicate";
+    }
+
+    llcf->handler = cmd->offset;
+
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+
+    if (llcf->handler == NGX_HTTP_LLM_HANDLER_API) {
+        clcf->handler = ngx_http_llm_api_handler;
+
+    } else {
+        clcf->handler = ngx_http_llm_health_handler;
+    }
+
+    lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_llm_module);
+    lmcf->used = 1;
+
+    return NGX_CONF_OK;
+}
+
+
+static ngx_int_t
+ngx_http_llm_init_process(ngx_cycle_t *cycle)
+{
+    ngx_http_llm_main_conf_t  *lmcf;
+
+    /* not in the cache manager and loader processes */
+
+    if (ngx_process != NGX_PROCESS_WORKER
+        && ngx_process != NGX_PROCESS_SINGLE)
+    {
+        return NGX_OK;
+    }
+
+    lmcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_llm_module);
+
+    if (lmcf == NULL || !lmcf->used) {
+        return NGX_OK;
+    }
+
+    /*
+     * A failure here would leave the master without workers ("exited with
+     * fatal code 2 and cannot be respawned"); the engine instead records
+     * why it is unavailable and the API answers 503 with that reason.
+     */
+
+    (void) ngx_http_llm_engine_start(cycle, lmcf);
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_http_llm_exit_process(ngx_cycle_t *cycle)
+{
+    ngx_http_llm_engine_stop(cycle);
+}

@@ -1,0 +1,304 @@
+
+/*
+ * ngx_http_llm_module.h -- types shared by the files of the llm module.
+ *
+ * The module is nginx glue around the engine of engine/llm.h: directives,
+ * the HTTP/JSON/SSE front end of the OpenAI API, access-log variables, and
+ * the bridge between the worker's event loop and the engine thread.
+ *
+ * A request travels through these files, in this order:
+ *
+ *   ngx_http_llm_handler.c    route, method, read the body, post a task
+ *   ngx_http_llm_chat.c       (thread pool) parse, render template, tokenize
+ *   ngx_http_llm_completions.c            (the same for /completions)
+ *   ngx_http_llm_params.c     (thread pool) sampling fields -> params
+ *   ngx_http_llm_engine.c     submit; eventfd -> drain -> ready queue
+ *   ngx_http_llm_chat.c       render chunks / the final body
+ *   ngx_http_llm_output.c     SSE framing, writes with backpressure
+ *   ngx_http_llm_variables.c  $llm_* for the access log
+ */
+
+
+#ifndef _NGX_HTTP_LLM_MODULE_H_INCLUDED_
+#define _NGX_HTTP_LLM_MODULE_H_INCLUDED_
+
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+#include <ngx_thread_pool.h>
+
+#include <llm.h>
+#include <tokenizer.h>
+#include <chat_template.h>
+
+#include "ngx_http_llm_json.h"
+
+
+#define NGX_HTTP_LLM_SPEC_METRICS_NONE      0
+#define NGX_HTTP_LLM_SPEC_METRICS_SUMMARY   1
+#define NGX_HTTP_LLM_SPEC_METRICS_DETAILED  2
+
+#define NGX_HTTP_LLM_HANDLER_API            1
+#define NGX_HTTP_LLM_HANDLER_HEALTH         2
+
+#define NGX_HTTP_LLM_MAX_LOGPROBS           20
+
+
+typedef enum {
+    NGX_HTTP_LLM_ROUTE_NONE = 0,
+    NGX_HTTP_LLM_ROUTE_CHAT,
+    NGX_HTTP_LLM_ROUTE_COMPLETIONS,
+    NGX_HTTP_LLM_ROUTE_MODELS,
+    NGX_HTTP_LLM_ROUTE_MODEL
+} ngx_http_llm_route_e;
+
+
+/* engine settings: one engine per worker, so they live in http{} only */
+typedef struct {
+    ngx_str_t                   model;
+    ngx_str_t                   served_model_name;
+    ngx_str_t                   device;
+    ngx_int_t                   threads;
+    ngx_int_t                   max_model_len;
+    ngx_int_t                   max_num_seqs;
+    ngx_int_t                   max_num_batched_tokens;
+    size_t                      kv_cache_size;
+    ngx_str_t                   gpu_memory_utilization;
+    double                      gpu_util;
+    ngx_flag_t                  enable_prefix_caching;
+    ngx_flag_t                  log_stats;
+    ngx_int_t                   spec_tokens;
+    ngx_int_t                   spec_lookup_min;
+    ngx_int_t                   spec_lookup_max;
+    ngx_str_t                   thread_pool_name;
+    ngx_thread_pool_t          *thread_pool;
+
+    /* where "llm_model" was set, for messages about it */
+    u_char                     *model_file;
+    ngx_uint_t                  model_line;
+
+    unsigned                    used:1;        /* a handler uses the engine */
+} ngx_http_llm_main_conf_t;
+
+
+typedef struct {
+    ngx_flag_t                  per_request_metrics;
+    ngx_flag_t                  force_include_usage;
+    ngx_uint_t                  spec_decode_metrics;
+    ngx_uint_t                  handler;       /* NGX_HTTP_LLM_HANDLER_* */
+} ngx_http_llm_loc_conf_t;
+
+
+/*
+ * What the thread-pool task makes of a request body: everything the event
+ * loop needs to submit it, or the error to answer with.  Variable-sized
+ * parts are malloc()ed by the task (pools are not thread-safe) and freed by
+ * a cleanup of r->pool.
+ */
+typedef struct {
+    /* inputs, set on the event loop before the task is posted */
+    ngx_chain_t                *body;
+    ngx_http_llm_route_e        route;
+    ngx_str_t                   served_model_name;
+    const llm_model            *model;
+    int                         max_model_len;
+    unsigned                    force_include_usage:1;
+
+    /* outputs: an error ... */
+    ngx_uint_t                  status;        /* 0: no error */
+    const char                 *err_type;
+    char                        err_param[64];
+    char                        err[LLM_ERR_LEN];
+
+    /* ... or the request */
+    llm_sampling_params         sp;
+    int32_t                    *prompt;
+    int                         n_prompt;
+    char                      **stop;
+    int32_t                    *stop_ids;
+    int32_t                    *bias_ids;
+    float                      *bias_values;
+    char                       *echo;          /* completions: echoed prompt */
+    size_t                      echo_len;
+    int                         logprobs;      /* -1: none, else top-N */
+    int                         max_tokens;    /* -1: until max_model_len */
+    unsigned                    stream:1;
+    unsigned                    include_usage:1;
+    unsigned                    continuous_usage:1;
+    unsigned                    echo_only:1;   /* echo with max_tokens 0 */
+    unsigned                    add_generation_prompt:1;
+    unsigned                    echo_requested:1;
+} ngx_http_llm_job_t;
+
+
+/* the five per-request metrics; "set" has a bit per non-null field */
+#define NGX_HTTP_LLM_M_TTFT        0x01
+#define NGX_HTTP_LLM_M_GENERATION  0x02
+#define NGX_HTTP_LLM_M_QUEUE       0x04
+#define NGX_HTTP_LLM_M_ITL         0x08
+#define NGX_HTTP_LLM_M_TPS         0x10
+
+typedef struct {
+    double                      ttft_ms;
+    double                      generation_ms;
+    double                      queue_ms;
+    double                      mean_itl_ms;
+    double                      tokens_per_second;
+    ngx_uint_t                  set;
+} ngx_http_llm_metrics_t;
+
+
+/* per-request state, from r->pool */
+typedef struct {
+    ngx_http_request_t         *request;
+    ngx_http_llm_route_e        route;
+    ngx_http_llm_job_t         *job;
+    llm_request                *lreq;          /* NULL once released */
+    ngx_queue_t                 queue;         /* in the ready queue */
+
+    ngx_str_t                   id;            /* "chatcmpl-..." */
+    ngx_str_t                   model;         /* served model name */
+    time_t                      created;
+
+    /* output not yet written (stream) or all output (non-stream) */
+    u_char                     *text;
+    size_t                      text_len;
+    size_t                      text_cap;
+    ngx_uint_t                  new_ids;       /* ids since the last chunk */
+
+    /* logprob records not yet written, copied from the engine */
+    llm_token_logprob          *lp;
+    ngx_uint_t                  n_lp;
+    ngx_uint_t                  lp_cap;
+    size_t                      text_offset;   /* completions text_offset */
+
+    /* the engine's record, copied at every drain */
+    llm_request_stats           stats;
+    llm_finish_reason           finish;
+    int32_t                     stop_token;
+    ngx_str_t                   stop_string;
+
+    ngx_http_llm_json_t         scratch;       /* stream events render here */
+    ngx_chain_t                *free;
+    ngx_chain_t                *busy;
+    ngx_event_t                 guard;         /* keeps graceful exit waiting */
+    ngx_http_llm_json_t        *error_page;    /* replaces nginx's HTML page */
+
+    unsigned                    stream:1;
+    unsigned                    include_usage:1;
+    unsigned                    continuous_usage:1;
+    unsigned                    metrics:1;
+    unsigned                    log_stats:1;
+    unsigned                    queued:1;      /* in the ready queue */
+    unsigned                    submitted:1;   /* the engine saw it */
+    unsigned                    role_sent:1;
+    unsigned                    echoed:1;
+    unsigned                    engine_done:1; /* the engine finished it */
+    unsigned                    failed:1;      /* out of memory on drain */
+    unsigned                    done:1;        /* final output written */
+    unsigned                    error_page_sent:1;
+    unsigned                    terminated:1;  /* cleanup ran */
+} ngx_http_llm_ctx_t;
+
+
+/* the engine of this worker */
+typedef struct {
+    llm_engine                 *engine;
+    const llm_model            *model;
+    ngx_connection_t           *notify;        /* the eventfd */
+    int                         efd;
+    ngx_queue_t                 ready;
+    time_t                      created;
+    int                         max_model_len;
+    unsigned                    loading:1;
+    char                        error[LLM_ERR_LEN];
+} ngx_http_llm_worker_t;
+
+
+extern ngx_module_t           ngx_http_llm_module;
+extern ngx_http_llm_worker_t  ngx_http_llm_worker;
+
+
+/* ngx_http_llm_engine.c */
+ngx_int_t ngx_http_llm_engine_start(ngx_cycle_t *cycle,
+    ngx_http_llm_main_conf_t *lmcf);
+void ngx_http_llm_engine_stop(ngx_cycle_t *cycle);
+ngx_int_t ngx_http_llm_engine_ready(ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_engine_submit(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx);
+void ngx_http_llm_engine_release(ngx_http_llm_ctx_t *ctx);
+
+/* ngx_http_llm_handler.c */
+ngx_int_t ngx_http_llm_api_handler(ngx_http_request_t *r);
+void ngx_http_llm_deliver(ngx_http_llm_ctx_t *ctx);
+
+/* ngx_http_llm_chat.c */
+void ngx_http_llm_chat_parse(ngx_http_llm_job_t *job, yajl_val root);
+ngx_int_t ngx_http_llm_chat_chunk(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_json_t *j);
+ngx_int_t ngx_http_llm_chat_body(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_json_t *j);
+
+/* ngx_http_llm_completions.c */
+void ngx_http_llm_completions_parse(ngx_http_llm_job_t *job, yajl_val root);
+ngx_int_t ngx_http_llm_completions_chunk(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_json_t *j);
+ngx_int_t ngx_http_llm_completions_body(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_json_t *j);
+
+/* ngx_http_llm_params.c */
+ngx_int_t ngx_http_llm_params_parse(ngx_http_llm_job_t *job, yajl_val root);
+ngx_int_t ngx_http_llm_params_finish(ngx_http_llm_job_t *job);
+void ngx_http_llm_job_error(ngx_http_llm_job_t *job, ngx_uint_t status,
+    const char *param, const char *fmt, ...);
+void ngx_http_llm_job_free(void *data);
+
+/* ngx_http_llm_logprobs.c */
+void ngx_http_llm_logprobs_chat(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx);
+void ngx_http_llm_logprobs_completions(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx);
+void ngx_http_llm_stop_reason(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx);
+
+/* ngx_http_llm_models.c */
+ngx_int_t ngx_http_llm_models_handler(ngx_http_request_t *r,
+    ngx_http_llm_route_e route);
+
+/* ngx_http_llm_health.c */
+ngx_int_t ngx_http_llm_health_handler(ngx_http_request_t *r);
+
+/* ngx_http_llm_output.c */
+ngx_int_t ngx_http_llm_send_json(ngx_http_request_t *r, ngx_uint_t status,
+    ngx_http_llm_json_t *j);
+ngx_int_t ngx_http_llm_sse_start(ngx_http_request_t *r);
+void ngx_http_llm_chunk_head(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
+    const char *object);
+ngx_int_t ngx_http_llm_sse_tail(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx, const char *object);
+ngx_int_t ngx_http_llm_sse_send(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j, ngx_uint_t last);
+void ngx_http_llm_writer(ngx_http_request_t *r);
+
+/* ngx_http_llm_error.c */
+ngx_int_t ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
+    const char *type, const char *param, const char *fmt, ...);
+ngx_int_t ngx_http_llm_error_json(ngx_http_llm_json_t *j, ngx_uint_t status,
+    const char *type, const char *param, const u_char *msg, size_t len);
+const char *ngx_http_llm_error_type(ngx_uint_t status);
+ngx_int_t ngx_http_llm_error_filter_init(ngx_conf_t *cf);
+
+/* ngx_http_llm_metrics.c */
+void ngx_http_llm_metrics_compute(const llm_request_stats *s,
+    ngx_http_llm_metrics_t *m);
+ngx_int_t ngx_http_llm_metrics_json(ngx_http_llm_json_t *j,
+    const llm_request_stats *s, ngx_uint_t drop_nulls);
+ngx_int_t ngx_http_llm_usage_json(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx, ngx_uint_t full);
+
+/* ngx_http_llm_variables.c */
+ngx_int_t ngx_http_llm_add_variables(ngx_conf_t *cf);
+
+
+#endif /* _NGX_HTTP_LLM_MODULE_H_INCLUDED_ */

@@ -1,0 +1,255 @@
+
+/*
+ * ngx_http_llm_output.c -- the write path: whole JSON bodies, and SSE
+ * streams ("data: {json}\n\n" events, "data: [DONE]" at the end) with
+ * backpressure.
+ *
+ * An event is rendered into the request's scratch buffer, then copied into
+ * a buffer from ctx->free: buffers come back to ctx->free once the socket
+ * took them, so a long stream uses a few buffers, not one per token.  Every
+ * buffer has flush set, or postpone_output would hold small events back.
+ * When the socket is full, ngx_http_output_filter() keeps the rest in
+ * ctx->busy and ngx_http_llm_writer() pushes it on write events; the engine
+ * is not slowed down by a slow client (vLLM does not either), its output
+ * waits in memory.
+ */
+
+
+#include "ngx_http_llm_module.h"
+
+
+ngx_int_t
+ngx_http_llm_send_json(ngx_http_request_t *r, ngx_uint_t status,
+    ngx_http_llm_json_t *j)
+{
+    ngx_int_t     rc;
+    ngx_buf_t    *b;
+    ngx_chain_t   out;
+
+    if (j->failed) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    b = ngx_calloc_buf(r->pool);
+    if (b == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    b->pos = j->start;
+    b->last = j->pos;
+    b->memory = 1;
+    b->last_buf = (r == r->main);
+    b->last_in_chain = 1;
+
+    r->headers_out.status = status;
+    r->headers_out.content_length_n = b->last - b->pos;
+    ngx_str_set(&r->headers_out.content_type, "application/json");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    r->headers_out.content_type_lowcase = NULL;
+
+    rc = ngx_http_send_header(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    out.buf = b;
+    out.next = NULL;
+
+    return ngx_http_output_filter(r, &out);
+}
+
+
+ngx_int_t
+ngx_http_llm_sse_start(ngx_http_request_t *r)
+{
+    ngx_table_elt_t  *h;
+
+    r->headers_out.status = NGX_HTTP_OK;
+    r->headers_out.content_length_n = -1;   /* chunked, or HTTP/2 frames */
+
+    /* "text/event-stream; charset=utf-8", as vLLM's StreamingResponse */
+    ngx_str_set(&r->headers_out.content_type, "text/event-stream");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    r->headers_out.content_type_lowcase = NULL;
+    ngx_str_set(&r->headers_out.charset, "utf-8");
+
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    h->hash = 1;
+    ngx_str_set(&h->key, "Cache-Control");
+    ngx_str_set(&h->value, "no-cache");
+
+    /* a proxying nginx in front must not buffer the stream */
+    h = ngx_list_push(&r->headers_out.headers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    h->hash = 1;
+    ngx_str_set(&h->key, "X-Accel-Buffering");
+    ngx_str_set(&h->value, "no");
+
+    return ngx_http_send_header(r);
+}
+
+
+/* the keys every chunk starts with, without the closing brace */
+
+void
+ngx_http_llm_chunk_head(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
+    const char *object)
+{
+    ngx_http_llm_json_lit(j, "{\"id\":");
+    ngx_http_llm_json_str(j, ctx->id.data, ctx->id.len);
+    ngx_http_llm_json_lit(j, ",\"object\":");
+    ngx_http_llm_json_cstr(j, object);
+    ngx_http_llm_json_lit(j, ",\"created\":");
+    ngx_http_llm_json_int(j, ctx->created);
+    ngx_http_llm_json_lit(j, ",\"model\":");
+    ngx_http_llm_json_str(j, ctx->model.data, ctx->model.len);
+}
+
+
+/*
+ * The end of a stream: the usage chunk when include_usage (or
+ * llm_force_include_usage) asks for it, with the metrics when they are on
+ * and null keys dropped (vLLM: exclude_none), then [DONE].  An engine error
+ * is reported as an error event before [DONE], as vLLM does.
+ */
+
+ngx_int_t
+ngx_http_llm_sse_tail(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
+    const char *object)
+{
+    static u_char  msg[] = "Internal server error";
+
+    if (ctx->finish == LLM_FINISH_ERROR) {
+        ngx_http_llm_json_lit(j, "data: ");
+        (void) ngx_http_llm_error_json(j, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                       NULL, NULL, msg, sizeof(msg) - 1);
+        ngx_http_llm_json_lit(j, "\n\n");
+
+    } else if (ctx->include_usage) {
+        ngx_http_llm_json_lit(j, "data: ");
+        ngx_http_llm_chunk_head(j, ctx, object);
+        ngx_http_llm_json_lit(j, ",\"choices\":[],\"usage\":");
+        (void) ngx_http_llm_usage_json(j, ctx, 0);
+
+        if (ctx->metrics) {
+            ngx_http_llm_json_lit(j, ",\"metrics\":");
+            (void) ngx_http_llm_metrics_json(j, &ctx->stats, 1);
+        }
+
+        ngx_http_llm_json_lit(j, "}\n\n");
+    }
+
+    ngx_http_llm_json_lit(j, "data: [DONE]\n\n");
+
+    return j->failed ? NGX_ERROR : NGX_OK;
+}
+
+
+ngx_int_t
+ngx_http_llm_sse_send(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_json_t *j, ngx_uint_t last)
+{
+    size_t        len, size;
+    ngx_int_t     rc;
+    ngx_buf_t    *b;
+    ngx_chain_t  *cl;
+
+    if (j->failed) {
+        return NGX_ERROR;
+    }
+
+    len = j->pos - j->start;
+
+    cl = ngx_chain_get_free_buf(r->pool, &ctx->free);
+    if (cl == NULL) {
+        return NGX_ERROR;
+    }
+
+    b = cl->buf;
+
+    if (b->start == NULL || (size_t) (b->end - b->start) < len) {
+        size = ngx_max(len, 512);
+
+        b->start = ngx_palloc(r->pool, size);
+        if (b->start == NULL) {
+            return NGX_ERROR;
+        }
+
+        b->end = b->start + size;
+    }
+
+    b->pos = b->start;
+    b->last = ngx_cpymem(b->start, j->start, len);
+    b->temporary = 1;
+    b->flush = 1;
+    b->last_buf = (last && r == r->main);
+    b->last_in_chain = last;
+    b->tag = (ngx_buf_tag_t) &ngx_http_llm_module;
+
+    rc = ngx_http_output_filter(r, cl);
+
+    /* "out" must point to a chain pointer: NULL crashes under pressure */
+    ngx_chain_update_chains(r->pool, &ctx->free, &ctx->busy, &cl,
+                            (ngx_buf_tag_t) &ngx_http_llm_module);
+
+    return rc;
+}
+
+
+/* write events while a stream runs: push what the socket did not take */
+
+void
+ngx_http_llm_writer(ngx_http_request_t *r)
+{
+    ngx_int_t                  rc;
+    ngx_chain_t               *out;
+    ngx_event_t               *wev;
+    ngx_connection_t          *c;
+    ngx_http_llm_ctx_t        *ctx;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    c = r->connection;
+    wev = c->write;
+    ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
+
+    if (wev->timedout) {
+        ngx_connection_error(c, NGX_ETIMEDOUT, "client timed out");
+        ngx_http_finalize_request(r, NGX_HTTP_REQUEST_TIME_OUT);
+        return;
+    }
+
+    rc = ngx_http_output_filter(r, NULL);
+
+    if (rc == NGX_ERROR) {
+        ngx_http_finalize_request(r, NGX_ERROR);
+        return;
+    }
+
+    out = NULL;
+    ngx_chain_update_chains(r->pool, &ctx->free, &ctx->busy, &out,
+                            (ngx_buf_tag_t) &ngx_http_llm_module);
+
+    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
+
+    if (ngx_handle_write_event(wev, clcf->send_lowat) != NGX_OK) {
+        ngx_http_finalize_request(r, NGX_ERROR);
+        return;
+    }
+
+    if (!wev->delayed) {
+        if (wev->active && !wev->ready) {
+            ngx_add_timer(wev, clcf->send_timeout);
+
+        } else if (wev->timer_set) {
+            ngx_del_timer(wev);
+        }
+    }
+}
