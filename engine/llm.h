@@ -77,6 +77,11 @@ typedef struct {
 /* Defaults: vLLM's, overridden by the model's generation_config.json. */
 void llm_sampling_params_init(llm_sampling_params *p, const llm_model *m);
 
+/* vLLM's validation rules: 0, or -1 with the offending parameter's name in
+ * *param and vLLM's message in err.  llm_request_create() applies it too. */
+int llm_sampling_params_validate(const llm_sampling_params *p,
+    const llm_model *m, const char **param, char *err);
+
 
 /*
  * Per-request record.  Timestamps are seconds on one CLOCK_MONOTONIC clock,
@@ -99,6 +104,23 @@ typedef struct {
     int           num_draft_tokens;
     int           num_accepted_tokens;
 } llm_request_stats;
+
+
+/*
+ * The per-request metrics of vLLM's `metrics` object, from the timestamps
+ * above (SPEC section 6).  A field exists only when has_<field> is set; the
+ * JSON shows null otherwise.  N is completion_tokens.
+ */
+typedef struct {
+    int           has_ttft, has_generation, has_queue, has_mean_itl, has_tps;
+    double        ttft_ms;               /* (first_token - scheduled) * 1000 */
+    double        generation_ms;         /* (last_token - first_token) * 1000 */
+    double        queue_ms;              /* (scheduled - queued) * 1000 */
+    double        mean_itl_ms;           /* generation / (N - 1), N > 1 */
+    double        tokens_per_second;     /* N / (last_token - scheduled) */
+} llm_metrics;
+
+void llm_metrics_compute(const llm_request_stats *s, llm_metrics *m);
 
 
 /* One token's logprob record (when llm_sampling_params.logprobs >= 0). */

@@ -2,6 +2,7 @@
  * threadpool.c -- spin-then-sleep worker threads for the CPU backend.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -9,7 +10,12 @@
 #include "threadpool.h"
 #include "util.h"
 
-#define LLM_SPIN_ITERS  200000          /* ~1 ms of pause instructions */
+/* A worker spins this long for the next region before it sleeps; after
+ * LLM_SPIN_PAUSES it yields the CPU on every turn, so a spinning thread
+ * costs little when the machine is oversubscribed (other processes, or
+ * more threads than cores). */
+#define LLM_SPIN_SECONDS  0.002
+#define LLM_SPIN_PAUSES   2000
 
 struct llm_threadpool {
     int               n;
@@ -48,6 +54,7 @@ llm_worker_main(void *p)
     unsigned          seen = 0;
     sigset_t          all;
     long              spins;
+    double            deadline = 0;
 
     free(wa);
     /* signals belong to the host's event loop thread */
@@ -62,8 +69,15 @@ llm_worker_main(void *p)
             if (atomic_load(&tp->stop)) {
                 return NULL;
             }
-            if (spins < LLM_SPIN_ITERS) {
+            if (spins < LLM_SPIN_PAUSES) {
                 llm_cpu_relax();
+                continue;
+            }
+            if (spins == LLM_SPIN_PAUSES) {
+                deadline = llm_now() + LLM_SPIN_SECONDS;
+            }
+            if ((spins & 63) != 0 || llm_now() < deadline) {
+                sched_yield();
                 continue;
             }
             pthread_mutex_lock(&tp->mu);
@@ -118,6 +132,8 @@ llm_threadpool_create(int n_threads)
 void
 llm_threadpool_run(llm_threadpool *tp, llm_task_fn fn, void *arg)
 {
+    long  spins;
+
     if (tp->n == 1) {
         fn(arg, 0, 1);
         return;
@@ -132,8 +148,15 @@ llm_threadpool_run(llm_threadpool *tp, llm_task_fn fn, void *arg)
         pthread_mutex_unlock(&tp->mu);
     }
     fn(arg, 0, tp->n);
-    while (atomic_load_explicit(&tp->pending, memory_order_acquire) > 0) {
-        llm_cpu_relax();
+    for (spins = 0;
+         atomic_load_explicit(&tp->pending, memory_order_acquire) > 0;
+         spins++)
+    {
+        if (spins < LLM_SPIN_PAUSES) {
+            llm_cpu_relax();
+        } else {
+            sched_yield();
+        }
     }
 }
 

@@ -16,8 +16,16 @@ static const struct {
     /* one line per subcommand, added as tools/cmd_<name>.c lands */
     { "make-model", llm_cmd_make_model,
       "--tokenizer DIR --out DIR [--arch llama|qwen2|qwen3|mistral] [--layers N --hidden N --heads N --kv-heads N --intermediate N --dtype bf16|f16|f32 --seed N --tie --rope-llama3 --shards N]" },
+    { "tokenize", llm_cmd_tokenize,
+      "--model DIR [--special] TEXT | --file PATH" },
+    { "detokenize", llm_cmd_detokenize,
+      "--model DIR [--skip-special] ID..." },
     { "logits", llm_cmd_logits,
       "--model DIR --ids 1,2,3 --out FILE [--threads N]" },
+    { "generate", llm_cmd_generate,
+      "--model DIR --prompt TEXT [--max-tokens N --temperature T --top-p P --top-k K --seed S --threads N --json]" },
+    { "bench", llm_cmd_bench,
+      "--model DIR [--prompt-len P --gen-len G --batch B --threads T --reps R] [--json]" },
     { NULL, NULL, NULL }
 };
 

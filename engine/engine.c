@@ -1,0 +1,464 @@
+/*
+ * engine.c -- the engine thread and the client-facing half of llm.h:
+ * create/destroy, submit, cancel, drain, stats.
+ *
+ * One step of the engine thread:
+ *   1. take new submissions (stamp `queued`) and cancellations;
+ *   2. schedule: build the step's batch (stamp `scheduled` the first time);
+ *   3. backend->forward(batch);
+ *   4. sample every sequence that reached the end of its tokens; apply the
+ *      token (text, stop rules, `first_token`/`last_token` = this step's time);
+ *   5. publish the step's output to the client and notify once.
+ */
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine_internal.h"
+#include "util.h"
+
+#define LLM_DEFAULT_MAX_NUM_SEQS        64
+#define LLM_DEFAULT_MAX_BATCHED_TOKENS  2048
+#define LLM_DEFAULT_KV_BYTES            ((size_t) 1 << 30)
+
+
+uint64_t
+llm_engine_entropy(llm_engine *e)
+{
+    uint64_t  z = atomic_fetch_add(&e->entropy, 0x9e3779b97f4a7c15ULL);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+
+/* ---- the engine thread --------------------------------------------------- */
+
+
+static void
+llm_engine_take_submissions(llm_engine *e, llm_request **taken, int n,
+    double now)
+{
+    int  i;
+
+    for (i = 0; i < n; i++) {
+        taken[i]->stats.queued = now;
+        if (atomic_load(&taken[i]->cancelled)) {
+            llm_engine_finish(e, taken[i], LLM_FINISH_ABORT, now);
+        } else {
+            llm_sched_enqueue(e, taken[i]);
+        }
+    }
+}
+
+
+static void
+llm_engine_take_cancellations(llm_engine *e, double now)
+{
+    llm_request  *r, *next;
+    int           i;
+
+    for (i = e->sched.running.n - 1; i >= 0; i--) {
+        r = e->sched.running.items[i];
+        if (atomic_load(&r->cancelled)) {
+            llm_engine_finish(e, r, LLM_FINISH_ABORT, now);
+        }
+    }
+    for (r = e->sched.wait_head; r; r = next) {
+        next = r->next;
+        if (atomic_load(&r->cancelled)) {
+            llm_engine_finish(e, r, LLM_FINISH_ABORT, now);
+        }
+    }
+}
+
+
+static void
+llm_engine_sample_step(llm_engine *e, double now)
+{
+    llm_scheduler      *s = &e->sched;
+    llm_request        *r;
+    llm_sample_ctx      c;
+    llm_token_logprob   lp;
+    int                 i, row = 0, V = e->model->config.vocab_size;
+    int32_t             id;
+
+    for (i = 0; i < s->step.n; i++) {
+        r = s->step.items[i];
+        r->n_computed += s->step_tokens[i];
+        if (r->n_computed < r->n_tokens) {
+            continue;                   /* a prefill chunk: no token yet */
+        }
+        c.p = &r->params;
+        c.prompt = r->tokens;
+        c.n_prompt = r->n_prompt;
+        c.output = r->tokens + r->n_prompt;
+        c.n_output = r->n_tokens - r->n_prompt;
+        c.eos_ids = e->model->gen.eos_ids;
+        c.n_eos = e->model->gen.n_eos;
+        c.rng = &r->rng;
+        id = llm_sample(&e->sampler, e->logits + (size_t) row * V, &c,
+                        r->params.logprobs >= 0 ? &lp : NULL);
+        row++;
+        llm_engine_accept_token(e, r, id,
+                                r->params.logprobs >= 0 ? &lp : NULL, now);
+    }
+}
+
+
+static void
+llm_engine_step(llm_engine *e)
+{
+    llm_scheduler  *s = &e->sched;
+    char            err[LLM_ERR_LEN];
+    double          now = llm_now();
+    size_t          need;
+    int             i;
+
+    llm_engine_take_cancellations(e, now);
+    if (llm_sched_schedule(e, now) == 0) {
+        if (s->running.n == 0 && s->wait_head) {
+            /* cannot happen with min_blocks >= max_model_len; never spin */
+            llm_engine_finish(e, s->wait_head, LLM_FINISH_ERROR, now);
+        }
+        return;
+    }
+    need = (size_t) e->bb.batch.n_logits * e->model->config.vocab_size;
+    if (need > (size_t) e->logits_cap) {
+        free(e->logits);
+        e->logits = llm_xmalloc(sizeof(float) * need);
+        e->logits_cap = (int) need;
+    }
+    if (e->backend->forward(e->backend, &e->bb.batch, e->logits, err) != 0) {
+        fprintf(stderr, "llm engine: %s\n", err);
+        for (i = s->step.n - 1; i >= 0; i--) {
+            llm_engine_finish(e, s->step.items[i], LLM_FINISH_ERROR,
+                              llm_now());
+        }
+        return;
+    }
+    llm_engine_sample_step(e, llm_now());
+}
+
+
+static int
+llm_engine_idle(llm_engine *e)
+{
+    return e->sched.running.n == 0 && e->sched.wait_head == NULL;
+}
+
+
+static void *
+llm_engine_main(void *arg)
+{
+    llm_engine    *e = arg;
+    llm_req_list   taken = { 0 };
+    sigset_t       all;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+
+    for ( ;; ) {
+        pthread_mutex_lock(&e->mu);
+        while (!e->stop && e->submitted.n == 0 && !e->wakeup
+               && llm_engine_idle(e))
+        {
+            pthread_cond_wait(&e->cv, &e->mu);
+        }
+        if (e->stop) {
+            pthread_mutex_unlock(&e->mu);
+            break;
+        }
+        /* swap the submission list out: the client keeps appending */
+        {
+            llm_req_list  t = taken;
+
+            taken = e->submitted;
+            e->submitted = t;
+            e->submitted.n = 0;
+        }
+        e->wakeup = 0;
+        pthread_mutex_unlock(&e->mu);
+
+        llm_engine_take_submissions(e, taken.items, taken.n, llm_now());
+        taken.n = 0;
+        llm_engine_step(e);
+        llm_engine_publish(e);
+    }
+    llm_req_list_free(&taken);
+    return NULL;
+}
+
+
+/* ---- the client side ----------------------------------------------------- */
+
+
+static int
+llm_engine_parse_device(const char *dev, char *err)
+{
+    if (dev == NULL || strcmp(dev, "auto") == 0 || strcmp(dev, "cpu") == 0) {
+        return 0;
+    }
+    if (strncmp(dev, "cuda:", 5) == 0) {
+        llm_errf(err, "llm_device %s: this build has no CUDA backend", dev);
+        return -1;
+    }
+    llm_errf(err, "llm_device \"%s\": expected auto, cpu or cuda:N", dev);
+    return -1;
+}
+
+
+llm_engine *
+llm_engine_create(const llm_engine_config *cfg, char *err)
+{
+    llm_engine          *e;
+    llm_backend_config   bc = { 0 };
+    const llm_config    *c;
+    size_t               per_token;
+    long                 ncpu;
+
+    if (cfg->model_dir == NULL) {
+        llm_errf(err, "no model directory given");
+        return NULL;
+    }
+    if (llm_engine_parse_device(cfg->device, err) != 0) {
+        return NULL;
+    }
+    e = llm_xcalloc(1, sizeof(*e));
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    pthread_mutex_init(&e->out_mu, NULL);
+    atomic_init(&e->entropy, (uint64_t) time(NULL) * 6364136223846793005ULL
+                             ^ (uint64_t) getpid() ^ (uintptr_t) e);
+    llm_sched_init(&e->sched);
+    e->notify = cfg->notify;
+    e->notify_data = cfg->notify_data;
+
+    e->model = llm_model_load(cfg->model_dir, err);
+    if (e->model == NULL) {
+        goto fail;
+    }
+    c = &e->model->config;
+    e->max_model_len = cfg->max_model_len > 0 ? cfg->max_model_len
+                                              : c->max_position_embeddings;
+    if (e->max_model_len > c->max_position_embeddings) {
+        llm_errf(err, "llm_max_model_len %d exceeds the model's "
+                 "max_position_embeddings (%d)", e->max_model_len,
+                 c->max_position_embeddings);
+        goto fail;
+    }
+    e->max_num_seqs = cfg->max_num_seqs > 0 ? cfg->max_num_seqs
+                                            : LLM_DEFAULT_MAX_NUM_SEQS;
+    e->max_num_batched_tokens = cfg->max_num_batched_tokens > 0
+                                ? cfg->max_num_batched_tokens
+                                : LLM_DEFAULT_MAX_BATCHED_TOKENS;
+
+    /* The pool always holds one full-length sequence, so a lone request
+     * can never be starved; by default it is sized for max_num_seqs of
+     * them, up to 1 GiB (pages are touched only as the cache fills). */
+    per_token = llm_kv_bytes_per_token(c, sizeof(float));
+    bc.min_blocks = (e->max_model_len + LLM_BLOCK_SIZE - 1) / LLM_BLOCK_SIZE;
+    bc.kv_bytes = cfg->kv_cache_bytes;
+    if (bc.kv_bytes == 0) {
+        bc.kv_bytes = (size_t) e->max_num_seqs * e->max_model_len * per_token;
+        if (bc.kv_bytes > LLM_DEFAULT_KV_BYTES) {
+            bc.kv_bytes = LLM_DEFAULT_KV_BYTES;
+        }
+    }
+    ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    bc.threads = cfg->threads > 0 ? cfg->threads : (ncpu > 0 ? (int) ncpu : 1);
+    e->backend = llm_backend_cpu_create(e->model, &bc, err);
+    if (e->backend == NULL) {
+        goto fail;
+    }
+    llm_blocks_init(&e->blocks, e->backend->num_blocks);
+    llm_sampler_init(&e->sampler, c->vocab_size);
+
+    if (pthread_create(&e->thread, NULL, llm_engine_main, e) != 0) {
+        llm_errf(err, "cannot start the engine thread");
+        goto fail;
+    }
+    e->thread_started = 1;
+    return e;
+
+fail:
+    llm_engine_destroy(e);
+    return NULL;
+}
+
+
+/* Drops the engine's references: requests still queued or running, and
+ * finished ones whose final output was never drained. */
+static void
+llm_engine_release_all(llm_engine *e)
+{
+    llm_request  *r, *next;
+    int           i;
+
+    for (i = 0; i < e->submitted.n; i++) {
+        llm_request_unref(e->submitted.items[i]);
+    }
+    for (i = 0; i < e->sched.running.n; i++) {
+        llm_request_unref(e->sched.running.items[i]);
+    }
+    for (r = e->sched.wait_head; r; r = next) {
+        next = r->next;
+        llm_request_unref(r);
+    }
+    for (i = 0; i < e->ready.n; i++) {
+        if (e->ready.items[i]->out_finish != LLM_FINISH_NONE) {
+            llm_request_unref(e->ready.items[i]);
+        }
+    }
+}
+
+
+void
+llm_engine_destroy(llm_engine *e)
+{
+    if (e == NULL) {
+        return;
+    }
+    if (e->thread_started) {
+        pthread_mutex_lock(&e->mu);
+        e->stop = 1;
+        pthread_cond_signal(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->thread, NULL);
+        llm_engine_release_all(e);
+    }
+    if (e->backend) {
+        e->backend->free(e->backend);
+    }
+    llm_blocks_free_pool(&e->blocks);
+    llm_sampler_free(&e->sampler);
+    llm_batch_buf_free(&e->bb);
+    llm_sched_free(&e->sched);
+    llm_req_list_free(&e->changed);
+    llm_req_list_free(&e->submitted);
+    llm_req_list_free(&e->ready);
+    free(e->draining);
+    free(e->draining_req);
+    free(e->logits);
+    llm_model_free(e->model);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
+    pthread_mutex_destroy(&e->out_mu);
+    free(e);
+}
+
+
+const llm_model *
+llm_engine_model(const llm_engine *e)
+{
+    return e->model;
+}
+
+
+const char *
+llm_engine_device(const llm_engine *e)
+{
+    return e->backend->name;
+}
+
+
+int
+llm_engine_max_model_len(const llm_engine *e)
+{
+    return e->max_model_len;
+}
+
+
+int
+llm_engine_submit(llm_engine *e, llm_request *r)
+{
+    if (r->submitted) {
+        return -1;
+    }
+    r->submitted = 1;
+    atomic_fetch_add(&r->refs, 1);      /* the engine's reference */
+    pthread_mutex_lock(&e->mu);
+    llm_req_list_push(&e->submitted, r);
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
+
+void
+llm_engine_cancel(llm_engine *e, llm_request *r)
+{
+    atomic_store(&r->cancelled, 1);
+    pthread_mutex_lock(&e->mu);
+    e->wakeup = 1;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+
+void
+llm_engine_drain(llm_engine *e, llm_output_fn fn, void *data)
+{
+    llm_request  *r;
+    llm_req_out   t;
+    llm_output   *o;
+    int           i, n;
+
+    pthread_mutex_lock(&e->out_mu);
+    n = e->ready.n;
+    if (n > e->draining_cap) {
+        e->draining_cap = n * 2;
+        e->draining = llm_xrealloc(e->draining,
+                                   sizeof(llm_output) * e->draining_cap);
+        e->draining_req = llm_xrealloc(e->draining_req,
+                                       sizeof(llm_request *)
+                                       * e->draining_cap);
+    }
+    for (i = 0; i < n; i++) {
+        r = e->ready.items[i];
+        r->on_ready = 0;
+        /* swap: the engine appends to a cleared buffer from now on */
+        t = r->deliver;
+        r->deliver = r->out;
+        r->out = t;
+        o = &e->draining[i];
+        o->finish_reason = r->out_finish;
+        o->stats = r->out_stats;
+        e->draining_req[i] = r;
+    }
+    e->ready.n = 0;
+    pthread_mutex_unlock(&e->out_mu);
+
+    for (i = 0; i < n; i++) {
+        r = e->draining_req[i];
+        o = &e->draining[i];
+        o->text = r->deliver.text ? r->deliver.text : "";
+        o->text_len = r->deliver.text_len;
+        o->ids = r->deliver.ids;
+        o->n_ids = r->deliver.n_ids;
+        o->logprobs = r->deliver.logprobs;
+        o->stop_token = o->finish_reason ? r->stop_token : -1;
+        o->stop_string = o->finish_reason ? r->stop_string : NULL;
+        if (!atomic_load(&r->client_gone)) {
+            fn(r, o, data);
+        }
+        llm_req_out_clear(&r->deliver);
+        if (o->finish_reason != LLM_FINISH_NONE) {
+            llm_request_unref(r);       /* the engine's reference */
+        }
+    }
+}
+
+
+void
+llm_engine_stats_get(llm_engine *e, llm_engine_stats *out)
+{
+    pthread_mutex_lock(&e->out_mu);
+    *out = e->stats;
+    pthread_mutex_unlock(&e->out_mu);
+}

@@ -1,0 +1,348 @@
+/*
+ * request.c -- creating, validating, referencing and freeing requests, and
+ * their output buffers.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+#include "util.h"
+
+
+const char *
+llm_finish_reason_str(llm_finish_reason r)
+{
+    switch (r) {
+    case LLM_FINISH_STOP:
+        return "stop";
+    case LLM_FINISH_LENGTH:
+        return "length";
+    case LLM_FINISH_ABORT:
+        return "abort";
+    case LLM_FINISH_ERROR:
+        return "error";
+    default:
+        return NULL;
+    }
+}
+
+
+void
+llm_sampling_params_init(llm_sampling_params *p, const llm_model *m)
+{
+    memset(p, 0, sizeof(*p));
+    p->temperature = 1.0f;
+    p->top_p = 1.0f;
+    p->repetition_penalty = 1.0f;
+    p->logprobs = -1;
+    if (m == NULL) {
+        return;
+    }
+    if (m->gen.has_temperature) {
+        p->temperature = m->gen.temperature;
+    }
+    if (m->gen.has_top_p) {
+        p->top_p = m->gen.top_p;
+    }
+    if (m->gen.has_top_k) {
+        p->top_k = m->gen.top_k > 0 ? m->gen.top_k : 0;
+    }
+    if (m->gen.has_min_p) {
+        p->min_p = m->gen.min_p;
+    }
+    if (m->gen.has_repetition_penalty) {
+        p->repetition_penalty = m->gen.repetition_penalty;
+    }
+}
+
+
+int
+llm_sampling_params_validate(const llm_sampling_params *p,
+    const llm_model *m, const char **param, char *err)
+{
+    int  i;
+
+#define LLM_BAD(name, ...)                                                    \
+    do {                                                                      \
+        *param = name;                                                        \
+        llm_errf(err, __VA_ARGS__);                                           \
+        return -1;                                                            \
+    } while (0)
+
+    if (!isfinite(p->temperature)) {
+        LLM_BAD("temperature", "temperature must be a finite number");
+    }
+    if (p->temperature < 0) {
+        LLM_BAD("temperature", "temperature must be non-negative, got %g.",
+                p->temperature);
+    }
+    if (!(p->top_p > 0 && p->top_p <= 1)) {
+        LLM_BAD("top_p", "top_p must be in (0, 1], got %g.", p->top_p);
+    }
+    if (p->top_k < 0) {
+        LLM_BAD("top_k", "top_k must be 0 (disable), or at least 1, got %d.",
+                p->top_k);
+    }
+    if (!(p->min_p >= 0 && p->min_p <= 1)) {
+        LLM_BAD("min_p", "min_p must be in [0, 1], got %g.", p->min_p);
+    }
+    if (!(p->presence_penalty >= -2 && p->presence_penalty <= 2)) {
+        LLM_BAD("presence_penalty", "presence_penalty must be in [-2, 2], "
+                "got %g.", p->presence_penalty);
+    }
+    if (!(p->frequency_penalty >= -2 && p->frequency_penalty <= 2)) {
+        LLM_BAD("frequency_penalty", "frequency_penalty must be in [-2, 2], "
+                "got %g.", p->frequency_penalty);
+    }
+    if (!isfinite(p->repetition_penalty)) {
+        LLM_BAD("repetition_penalty", "repetition_penalty must be a finite "
+                "number");
+    }
+    if (p->repetition_penalty <= 0) {
+        LLM_BAD("repetition_penalty", "repetition_penalty must be greater "
+                "than zero, got %g.", p->repetition_penalty);
+    }
+    if (p->min_tokens < 0) {
+        LLM_BAD("min_tokens", "min_tokens must be greater than or equal to "
+                "0, got %d.", p->min_tokens);
+    }
+    if (p->max_tokens > 0 && p->min_tokens > p->max_tokens) {
+        LLM_BAD("min_tokens", "min_tokens must be less than or equal to "
+                "max_tokens=%d, got %d.", p->max_tokens, p->min_tokens);
+    }
+    if (p->logprobs > 20) {
+        LLM_BAD("logprobs", "Requested sample logprobs of %d, which is "
+                "greater than max allowed: 20", p->logprobs);
+    }
+    for (i = 0; i < p->n_stop; i++) {
+        if (p->stop[i] == NULL || p->stop[i][0] == '\0') {
+            LLM_BAD("stop", "stop cannot contain an empty string.");
+        }
+    }
+    for (i = 0; m && i < p->n_logit_bias; i++) {
+        if (p->logit_bias_ids[i] < 0
+            || p->logit_bias_ids[i] >= m->config.vocab_size)
+        {
+            LLM_BAD("logit_bias", "token_id(s) [%d] in logit_bias contain "
+                    "out-of-vocab token ids. Vocabulary size: %d",
+                    p->logit_bias_ids[i], m->config.vocab_size);
+        }
+    }
+    for (i = 0; m && i < p->n_stop_token_ids; i++) {
+        if (p->stop_token_ids[i] < 0
+            || p->stop_token_ids[i] >= m->config.vocab_size)
+        {
+            LLM_BAD("stop_token_ids", "stop_token_ids contain out-of-vocab "
+                    "token id %d.", p->stop_token_ids[i]);
+        }
+    }
+#undef LLM_BAD
+    return 0;
+}
+
+
+static void *
+llm_memdup(const void *p, size_t n)
+{
+    return n ? memcpy(llm_xmalloc(n), p, n) : NULL;
+}
+
+
+llm_request *
+llm_request_create(llm_engine *e, const int32_t *prompt, int n_prompt,
+    const llm_sampling_params *p, char *err)
+{
+    const llm_model  *m = e->model;
+    llm_request      *r;
+    const char       *param;
+    int               i, room, max_len = e->max_model_len;
+
+    if (n_prompt <= 0) {
+        llm_errf(err, "The prompt is empty: at least one token is needed.");
+        return NULL;
+    }
+    for (i = 0; i < n_prompt; i++) {
+        if (prompt[i] < 0 || prompt[i] >= m->config.vocab_size) {
+            llm_errf(err, "Token id %d is out of vocabulary (size %d).",
+                     prompt[i], m->config.vocab_size);
+            return NULL;
+        }
+    }
+    if (n_prompt >= max_len) {
+        llm_errf(err, "This model's maximum context length is %d tokens. "
+                 "However, your request has %d input tokens. Please reduce "
+                 "the length of the input.", max_len, n_prompt);
+        return NULL;
+    }
+    if (llm_sampling_params_validate(p, m, &param, err) != 0) {
+        return NULL;
+    }
+
+    r = llm_xcalloc(1, sizeof(*r));
+    atomic_init(&r->refs, 1);
+    r->params = *p;
+    /* vLLM: tiny positive temperatures are raised to 0.01 */
+    if (r->params.temperature >= 1e-5f && r->params.temperature < 0.01f) {
+        r->params.temperature = 0.01f;
+    }
+    room = max_len - n_prompt;
+    if (r->params.max_tokens <= 0 || r->params.max_tokens > room) {
+        r->params.max_tokens = room;
+    }
+    if (r->params.min_tokens > r->params.max_tokens) {
+        r->params.min_tokens = r->params.max_tokens;
+    }
+    r->stop_ids = llm_memdup(p->stop_token_ids,
+                             sizeof(int32_t) * p->n_stop_token_ids);
+    r->params.stop_token_ids = r->stop_ids;
+    r->bias_ids = llm_memdup(p->logit_bias_ids,
+                             sizeof(int32_t) * p->n_logit_bias);
+    r->bias_values = llm_memdup(p->logit_bias_values,
+                                sizeof(float) * p->n_logit_bias);
+    r->params.logit_bias_ids = r->bias_ids;
+    r->params.logit_bias_values = r->bias_values;
+    if (p->n_stop > 0) {
+        r->stop = llm_xcalloc(p->n_stop, sizeof(char *));
+        for (i = 0; i < p->n_stop; i++) {
+            int  len = (int) strlen(p->stop[i]);
+
+            r->stop[i] = llm_xstrdup(p->stop[i]);
+            r->max_stop_len = len > r->max_stop_len ? len : r->max_stop_len;
+        }
+    }
+    r->params.stop = (const char *const *) r->stop;
+
+    r->n_prompt = n_prompt;
+    r->cap_tokens = n_prompt + 16;
+    r->tokens = llm_xmalloc(sizeof(int32_t) * r->cap_tokens);
+    memcpy(r->tokens, prompt, sizeof(int32_t) * n_prompt);
+    r->n_tokens = n_prompt;
+    r->stop_token = -1;
+    llm_rng_seed(&r->rng, p->has_seed ? p->seed : llm_engine_entropy(e));
+    r->stats.arrival = llm_now();
+    r->stats.prompt_tokens = n_prompt;
+    r->stats.max_tokens = r->params.max_tokens;
+    return r;
+}
+
+
+void
+llm_request_set_data(llm_request *r, void *data)
+{
+    r->data = data;
+}
+
+
+void *
+llm_request_data(const llm_request *r)
+{
+    return r->data;
+}
+
+
+void
+llm_request_release(llm_request *r)
+{
+    if (r == NULL) {
+        return;
+    }
+    /* a client that lets go no longer wants the tokens */
+    atomic_store(&r->client_gone, 1);
+    atomic_store(&r->cancelled, 1);
+    llm_request_unref(r);
+}
+
+
+void
+llm_request_unref(llm_request *r)
+{
+    int  i;
+
+    if (atomic_fetch_sub(&r->refs, 1) != 1) {
+        return;
+    }
+    free(r->stop_ids);
+    free(r->bias_ids);
+    free(r->bias_values);
+    for (i = 0; i < r->params.n_stop; i++) {
+        free(r->stop[i]);
+    }
+    free(r->stop);
+    free(r->tokens);
+    free(r->blocks);
+    free(r->held);
+    if (r->detok) {
+        llm_detok_free(r->detok);
+    }
+    llm_req_out_free(&r->out);
+    llm_req_out_free(&r->deliver);
+    free(r);
+}
+
+
+void
+llm_request_append_token(llm_request *r, int32_t id)
+{
+    if (r->n_tokens == r->cap_tokens) {
+        r->cap_tokens *= 2;
+        r->tokens = llm_xrealloc(r->tokens, sizeof(int32_t) * r->cap_tokens);
+    }
+    r->tokens[r->n_tokens++] = id;
+}
+
+
+void
+llm_req_out_add_id(llm_req_out *o, int32_t id, const llm_token_logprob *lp)
+{
+    if (o->n_ids == o->ids_cap) {
+        o->ids_cap = o->ids_cap ? 2 * o->ids_cap : 16;
+        o->ids = llm_xrealloc(o->ids, sizeof(int32_t) * o->ids_cap);
+        if (lp || o->logprobs) {
+            o->logprobs = llm_xrealloc(o->logprobs,
+                                       sizeof(llm_token_logprob)
+                                       * o->ids_cap);
+        }
+    }
+    if (lp && o->logprobs == NULL) {
+        o->logprobs = llm_xmalloc(sizeof(llm_token_logprob) * o->ids_cap);
+    }
+    if (lp) {
+        o->logprobs[o->n_ids] = *lp;
+    }
+    o->ids[o->n_ids++] = id;
+}
+
+
+void
+llm_req_out_add_text(llm_req_out *o, const char *s, size_t n)
+{
+    if (n == 0) {
+        return;
+    }
+    if (o->text_len + n + 1 > o->text_cap) {
+        o->text_cap = (o->text_len + n + 1) * 2;
+        o->text = llm_xrealloc(o->text, o->text_cap);
+    }
+    memcpy(o->text + o->text_len, s, n);
+    o->text_len += n;
+    o->text[o->text_len] = '\0';
+}
+
+
+void
+llm_req_out_clear(llm_req_out *o)
+{
+    o->text_len = 0;
+    o->n_ids = 0;
+}
+
+
+void
+llm_req_out_free(llm_req_out *o)
+{
+    free(o->text);
+    free(o->ids);
+    free(o->logprobs);
+    memset(o, 0, sizeof(*o));
+}

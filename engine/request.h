@@ -1,0 +1,89 @@
+/*
+ * request.h -- the engine's view of one request (llm_request in llm.h).
+ *
+ * Ownership: the client holds one reference from llm_request_create() until
+ * llm_request_release(); the engine holds one from submit until the final
+ * output has been drained.  Fields are grouped by who may touch them.
+ */
+#ifndef LLM_REQUEST_H
+#define LLM_REQUEST_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "llm.h"
+#include "sampler.h"
+#include "tokenizer.h"
+
+typedef enum {
+    LLM_REQ_NEW = 0,                    /* created, not yet seen by the engine */
+    LLM_REQ_WAITING,                    /* in the scheduler's waiting queue */
+    LLM_REQ_RUNNING,
+    LLM_REQ_FINISHED
+} llm_req_state;
+
+/* Output not yet drained, or being drained. */
+typedef struct {
+    char               *text;
+    size_t              text_len, text_cap;
+    int32_t            *ids;
+    llm_token_logprob  *logprobs;
+    int                 n_ids, ids_cap;
+} llm_req_out;
+
+struct llm_request {
+    atomic_int          refs;
+    atomic_int          cancelled;
+    atomic_int          client_gone;
+    void               *data;           /* the client's */
+    int                 submitted;      /* client thread */
+
+    /* immutable after create */
+    llm_sampling_params params;         /* arrays below are private copies */
+    int32_t            *stop_ids;
+    char              **stop;
+    int32_t            *bias_ids;
+    float              *bias_values;
+    int                 n_prompt;
+    int                 max_stop_len;   /* longest stop string, bytes */
+
+    /* engine thread only */
+    llm_req_state       state;
+    int32_t            *tokens;         /* prompt + output */
+    int                 n_tokens, cap_tokens;
+    int                 n_computed;     /* tokens whose K/V is cached */
+    int32_t            *blocks;         /* block table */
+    int                 n_blocks, cap_blocks;
+    llm_rng             rng;
+    llm_detok          *detok;
+    char               *held;           /* text held back for stop strings */
+    size_t              held_len, held_cap;
+    llm_finish_reason   finish;
+    int32_t             stop_token;
+    const char         *stop_string;
+    llm_request_stats   stats;
+    llm_request        *next;           /* waiting queue link */
+    llm_req_out         stage;          /* this step's output, before publish */
+    int                 changed;        /* on the engine's changed list */
+
+    /* under the engine's output lock */
+    llm_req_out         out;            /* appended by the engine */
+    llm_req_out         deliver;        /* swapped out by drain */
+    llm_finish_reason   out_finish;
+    llm_request_stats   out_stats;
+    int                 on_ready;
+    llm_request        *ready_next;
+};
+
+/* Appends a generated token's id (and logprob record) to the output. */
+void llm_req_out_add_id(llm_req_out *o, int32_t id,
+    const llm_token_logprob *lp);
+void llm_req_out_add_text(llm_req_out *o, const char *s, size_t n);
+void llm_req_out_clear(llm_req_out *o);
+void llm_req_out_free(llm_req_out *o);
+
+void llm_request_append_token(llm_request *r, int32_t id);
+void llm_request_unref(llm_request *r);
+
+#endif /* LLM_REQUEST_H */

@@ -1,0 +1,383 @@
+/*
+ * sampler.c -- logits to token ids.
+ *
+ * Order, as vLLM applies it: repetition / frequency / presence penalties,
+ * logit bias, min_tokens (EOS and stop ids masked), then greedy argmax, or
+ * temperature, min-p, top-k, top-p and a draw from what remains.  Logprobs
+ * are taken from the raw logits, before any of that (vLLM's default
+ * "raw_logprobs" mode).
+ */
+#define _GNU_SOURCE
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sampler.h"
+#include "util.h"
+
+
+/* ---- random numbers ------------------------------------------------------ */
+
+
+static uint64_t
+llm_splitmix64(uint64_t *x)
+{
+    uint64_t  z = (*x += 0x9e3779b97f4a7c15ULL);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+
+void
+llm_rng_seed(llm_rng *r, uint64_t seed)
+{
+    int  i;
+
+    for (i = 0; i < 4; i++) {
+        r->s[i] = llm_splitmix64(&seed);
+    }
+}
+
+
+static inline uint64_t
+llm_rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+
+uint64_t
+llm_rng_next(llm_rng *r)
+{
+    uint64_t  *s = r->s;
+    uint64_t   result = llm_rotl(s[1] * 5, 7) * 9;
+    uint64_t   t = s[1] << 17;
+
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = llm_rotl(s[3], 45);
+    return result;
+}
+
+
+double
+llm_rng_uniform(llm_rng *r)
+{
+    return (double) (llm_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+
+/* ---- working memory ------------------------------------------------------ */
+
+
+void
+llm_sampler_init(llm_sampler *s, int vocab)
+{
+    s->vocab = vocab;
+    s->probs = llm_xmalloc(sizeof(float) * vocab);
+    s->idx = llm_xmalloc(sizeof(int32_t) * vocab);
+    s->seen = llm_xcalloc(vocab, 1);
+    s->counts = llm_xcalloc(vocab, sizeof(int32_t));
+}
+
+
+void
+llm_sampler_free(llm_sampler *s)
+{
+    free(s->probs);
+    free(s->idx);
+    free(s->seen);
+    free(s->counts);
+    memset(s, 0, sizeof(*s));
+}
+
+
+/* ---- logits processing --------------------------------------------------- */
+
+
+static void
+llm_apply_penalties(llm_sampler *s, float *logits, const llm_sample_ctx *c)
+{
+    const llm_sampling_params  *p = c->p;
+    int                         i;
+    int32_t                     t;
+
+    if (p->repetition_penalty != 1.0f) {
+        /* every token of prompt and output, once */
+        for (i = 0; i < c->n_prompt + c->n_output; i++) {
+            t = i < c->n_prompt ? c->prompt[i] : c->output[i - c->n_prompt];
+            if (!s->seen[t]) {
+                s->seen[t] = 1;
+                logits[t] = logits[t] > 0 ? logits[t] / p->repetition_penalty
+                                          : logits[t] * p->repetition_penalty;
+            }
+        }
+        for (i = 0; i < c->n_prompt + c->n_output; i++) {
+            t = i < c->n_prompt ? c->prompt[i] : c->output[i - c->n_prompt];
+            s->seen[t] = 0;
+        }
+    }
+    if (p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f) {
+        for (i = 0; i < c->n_output; i++) {
+            s->counts[c->output[i]]++;
+        }
+        for (i = 0; i < c->n_output; i++) {
+            t = c->output[i];
+            if (s->counts[t] > 0) {
+                logits[t] -= p->frequency_penalty * (float) s->counts[t]
+                             + p->presence_penalty;
+                s->counts[t] = 0;       /* once per distinct token, and reset */
+            }
+        }
+    }
+}
+
+
+static void
+llm_apply_bias_and_masks(float *logits, int vocab, const llm_sample_ctx *c)
+{
+    const llm_sampling_params  *p = c->p;
+    int                         i;
+
+    for (i = 0; i < p->n_logit_bias; i++) {
+        if (p->logit_bias_ids[i] >= 0 && p->logit_bias_ids[i] < vocab) {
+            logits[p->logit_bias_ids[i]] += p->logit_bias_values[i];
+        }
+    }
+    if (c->n_output < p->min_tokens) {
+        for (i = 0; i < c->n_eos; i++) {
+            if (c->eos_ids[i] >= 0 && c->eos_ids[i] < vocab) {
+                logits[c->eos_ids[i]] = -INFINITY;
+            }
+        }
+        for (i = 0; i < p->n_stop_token_ids; i++) {
+            if (p->stop_token_ids[i] >= 0 && p->stop_token_ids[i] < vocab) {
+                logits[p->stop_token_ids[i]] = -INFINITY;
+            }
+        }
+    }
+}
+
+
+static int32_t
+llm_argmax(const float *x, int n)
+{
+    int    i, best = 0;
+    float  m = x[0];
+
+    for (i = 1; i < n; i++) {
+        if (x[i] > m) {
+            m = x[i];
+            best = i;
+        }
+    }
+    return best;
+}
+
+
+static int
+llm_cmp_desc(const void *a, const void *b, void *arg)
+{
+    const float  *v = arg;
+    float         x = v[*(const int32_t *) a], y = v[*(const int32_t *) b];
+
+    if (x != y) {
+        return x > y ? -1 : 1;
+    }
+    return *(const int32_t *) a - *(const int32_t *) b;
+}
+
+
+/* Moves the k largest values' indices (by v) to idx[0..k), unordered. */
+static void
+llm_select_top(int32_t *idx, int n, int k, const float *v)
+{
+    int      lo = 0, hi = n - 1, i, j;
+    int32_t  tmp;
+    float    pivot;
+
+    while (lo < hi) {
+        pivot = v[idx[(lo + hi) / 2]];
+        i = lo;
+        j = hi;
+        while (i <= j) {
+            while (v[idx[i]] > pivot) {
+                i++;
+            }
+            while (v[idx[j]] < pivot) {
+                j--;
+            }
+            if (i <= j) {
+                tmp = idx[i];
+                idx[i] = idx[j];
+                idx[j] = tmp;
+                i++;
+                j--;
+            }
+        }
+        if (k - 1 <= j) {
+            hi = j;
+        } else if (k - 1 >= i) {
+            lo = i;
+        } else {
+            break;
+        }
+    }
+}
+
+
+/* Sorts the top `k` of idx[0..n) descending; returns how many are sorted. */
+static int
+llm_sort_top(int32_t *idx, int n, int k, const float *v)
+{
+    if (k > n) {
+        k = n;
+    }
+    if (k < n) {
+        llm_select_top(idx, n, k, v);
+    }
+    qsort_r(idx, k, sizeof(int32_t), llm_cmp_desc, (void *) v);
+    return k;
+}
+
+
+static void
+llm_fill_logprobs(llm_sampler *s, const float *raw, int32_t chosen,
+    int n_top, llm_token_logprob *lp)
+{
+    int     i, V = s->vocab;
+    double  sum = 0.0;
+    float   m = raw[llm_argmax(raw, V)], lse;
+
+    for (i = 0; i < V; i++) {
+        sum += exp((double) (raw[i] - m));
+    }
+    lse = m + (float) log(sum);
+    lp->id = chosen;
+    lp->logprob = raw[chosen] - lse;
+    if (n_top > 20) {
+        n_top = 20;
+    }
+    lp->n_top = 0;
+    if (n_top > 0) {
+        for (i = 0; i < V; i++) {
+            s->idx[i] = i;
+        }
+        lp->n_top = llm_sort_top(s->idx, V, n_top, raw);
+        for (i = 0; i < lp->n_top; i++) {
+            lp->top_ids[i] = s->idx[i];
+            lp->top_logprobs[i] = raw[s->idx[i]] - lse;
+        }
+    }
+}
+
+
+/* Temperature, min-p, top-k, top-p, then one draw. */
+static int32_t
+llm_sample_random(llm_sampler *s, float *logits, const llm_sample_ctx *c)
+{
+    const llm_sampling_params  *p = c->p;
+    int                         i, n = 0, k, V = s->vocab;
+    float                       m, inv_t = 1.0f / p->temperature;
+    double                      sum = 0.0, cum, u, target;
+
+    m = logits[llm_argmax(logits, V)] * inv_t;
+    if (m == -INFINITY) {
+        return llm_argmax(logits, V);
+    }
+    /* candidates: finite logits that pass min-p (prob >= min_p * max) */
+    for (i = 0; i < V; i++) {
+        float  e;
+
+        if (logits[i] == -INFINITY) {
+            continue;
+        }
+        e = expf(logits[i] * inv_t - m);
+        if (p->min_p > 0.0f && e < p->min_p) {
+            continue;
+        }
+        s->probs[i] = e;
+        s->idx[n++] = i;
+    }
+    k = n;
+    if (p->top_k > 0 && p->top_k < n) {
+        k = llm_sort_top(s->idx, n, p->top_k, s->probs);
+    }
+    for (i = 0; i < k; i++) {
+        sum += s->probs[s->idx[i]];
+    }
+    if (p->top_p < 1.0f) {
+        /* grow a sorted prefix until it holds top_p of the mass */
+        int  sorted = 0, want = 64;
+
+        target = p->top_p * sum;
+        for ( ;; ) {
+            if (want > k) {
+                want = k;
+            }
+            if (want > sorted) {
+                /* idx[0..sorted) hold the largest, in order */
+                sorted += llm_sort_top(s->idx + sorted, k - sorted,
+                                       want - sorted, s->probs);
+            }
+            for (i = 0, cum = 0.0; i < sorted; i++) {
+                cum += s->probs[s->idx[i]];
+                if (cum >= target) {
+                    break;
+                }
+            }
+            if (i < sorted) {
+                k = i + 1;
+                break;
+            }
+            if (sorted == k) {
+                break;
+            }
+            want *= 4;
+        }
+        sum = 0.0;
+        for (i = 0; i < k; i++) {
+            sum += s->probs[s->idx[i]];
+        }
+    }
+    u = llm_rng_uniform(c->rng) * sum;
+    for (i = 0, cum = 0.0; i < k; i++) {
+        cum += s->probs[s->idx[i]];
+        if (u < cum) {
+            return s->idx[i];
+        }
+    }
+    return s->idx[k - 1];
+}
+
+
+int32_t
+llm_sample(llm_sampler *s, float *logits, const llm_sample_ctx *c,
+    llm_token_logprob *lp)
+{
+    float    *raw = NULL;
+    int32_t   id;
+
+    if (lp) {
+        raw = llm_xmalloc(sizeof(float) * s->vocab);
+        memcpy(raw, logits, sizeof(float) * s->vocab);
+    }
+    llm_apply_penalties(s, logits, c);
+    llm_apply_bias_and_masks(logits, s->vocab, c);
+    if (c->p->temperature < 1e-5f) {
+        id = llm_argmax(logits, s->vocab);
+    } else {
+        id = llm_sample_random(s, logits, c);
+    }
+    if (lp) {
+        llm_fill_logprobs(s, raw, id, c->p->logprobs, lp);
+        free(raw);
+    }
+    return id;
+}

@@ -1,0 +1,52 @@
+/*
+ * sampler.h -- turns one row of logits into a token id for a request:
+ * penalties, logit bias, min_tokens, temperature, top-k, top-p, min-p and a
+ * seeded random draw; plus the logprobs of the raw logits when asked.
+ */
+#ifndef LLM_SAMPLER_H
+#define LLM_SAMPLER_H
+
+#include <stdint.h>
+
+#include "llm.h"
+
+/* xoshiro256**: small, fast, and reproducible for a given seed. */
+typedef struct {
+    uint64_t  s[4];
+} llm_rng;
+
+void llm_rng_seed(llm_rng *r, uint64_t seed);
+uint64_t llm_rng_next(llm_rng *r);
+double llm_rng_uniform(llm_rng *r);              /* [0, 1) */
+
+/* What the sampler needs to know of a request's history. */
+typedef struct {
+    const llm_sampling_params *p;
+    const int32_t  *prompt;
+    int             n_prompt;
+    const int32_t  *output;
+    int             n_output;
+    const int32_t  *eos_ids;                     /* the model's EOS ids */
+    int             n_eos;
+    llm_rng        *rng;
+} llm_sample_ctx;
+
+/* Per-thread working memory, reused across calls. */
+typedef struct {
+    int             vocab;
+    float          *probs;
+    int32_t        *idx;
+    uint8_t        *seen;                        /* penalty bookkeeping */
+    int32_t        *counts;
+} llm_sampler;
+
+void llm_sampler_init(llm_sampler *s, int vocab);
+void llm_sampler_free(llm_sampler *s);
+
+/* Samples a token from logits (modified in place).  When lp is not NULL,
+ * fills it with the chosen token's logprob and the top `p->logprobs`
+ * alternatives, computed from the raw logits (vLLM's default). */
+int32_t llm_sample(llm_sampler *s, float *logits, const llm_sample_ctx *c,
+    llm_token_logprob *lp);
+
+#endif /* LLM_SAMPLER_H */

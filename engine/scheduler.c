@@ -1,0 +1,248 @@
+/*
+ * scheduler.c -- decides what each engine step computes.
+ *
+ * Like vLLM's V1 scheduler, every request is just "tokens whose K/V is not
+ * cached yet": a decode has one such token, a prefill many.  Each step takes
+ * the running requests first, oldest first, then admits waiting requests
+ * first-come first-served, until the token budget (max_num_batched_tokens)
+ * or max_num_seqs is reached; a prompt longer than the budget is prefilled
+ * in chunks over several steps.  When the KV pool runs dry the newest
+ * running request is preempted: its blocks are freed, it goes back to the
+ * front of the queue, and its tokens are recomputed when it returns (its
+ * `scheduled` timestamp stays).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+#include "util.h"
+
+
+void
+llm_req_list_push(llm_req_list *l, llm_request *r)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        l->items = llm_xrealloc(l->items, sizeof(llm_request *) * l->cap);
+    }
+    l->items[l->n++] = r;
+}
+
+
+void
+llm_req_list_remove(llm_req_list *l, llm_request *r)
+{
+    int  i;
+
+    for (i = 0; i < l->n; i++) {
+        if (l->items[i] == r) {
+            memmove(&l->items[i], &l->items[i + 1],
+                    sizeof(llm_request *) * (l->n - i - 1));
+            l->n--;
+            return;
+        }
+    }
+}
+
+
+void
+llm_req_list_free(llm_req_list *l)
+{
+    free(l->items);
+    memset(l, 0, sizeof(*l));
+}
+
+
+void
+llm_sched_init(llm_scheduler *s)
+{
+    memset(s, 0, sizeof(*s));
+}
+
+
+void
+llm_sched_free(llm_scheduler *s)
+{
+    llm_req_list_free(&s->running);
+    llm_req_list_free(&s->step);
+    free(s->step_tokens);
+    memset(s, 0, sizeof(*s));
+}
+
+
+void
+llm_sched_enqueue(llm_engine *e, llm_request *r)
+{
+    llm_scheduler  *s = &e->sched;
+
+    r->state = LLM_REQ_WAITING;
+    r->next = NULL;
+    if (s->wait_tail) {
+        s->wait_tail->next = r;
+    } else {
+        s->wait_head = r;
+    }
+    s->wait_tail = r;
+    s->n_waiting++;
+}
+
+
+static void
+llm_sched_push_front(llm_scheduler *s, llm_request *r)
+{
+    r->state = LLM_REQ_WAITING;
+    r->next = s->wait_head;
+    s->wait_head = r;
+    if (s->wait_tail == NULL) {
+        s->wait_tail = r;
+    }
+    s->n_waiting++;
+}
+
+
+static void
+llm_sched_unlink_waiting(llm_scheduler *s, llm_request *r)
+{
+    llm_request  **pp, *prev = NULL;
+
+    for (pp = &s->wait_head; *pp; prev = *pp, pp = &(*pp)->next) {
+        if (*pp == r) {
+            *pp = r->next;
+            if (s->wait_tail == r) {
+                s->wait_tail = prev;
+            }
+            r->next = NULL;
+            s->n_waiting--;
+            return;
+        }
+    }
+}
+
+
+static void
+llm_sched_free_blocks(llm_engine *e, llm_request *r)
+{
+    int  i;
+
+    for (i = 0; i < r->n_blocks; i++) {
+        llm_blocks_release(&e->blocks, r->blocks[i]);
+    }
+    r->n_blocks = 0;
+    r->n_computed = 0;
+}
+
+
+/* Gives r blocks for its first n_tokens positions; -1 when the pool is dry
+ * (blocks obtained so far stay with r). */
+static int
+llm_sched_reserve(llm_engine *e, llm_request *r, int n_tokens)
+{
+    int      need = (n_tokens + LLM_BLOCK_SIZE - 1) / LLM_BLOCK_SIZE;
+    int32_t  b;
+
+    if (need > r->cap_blocks) {
+        r->cap_blocks = need + 8;
+        r->blocks = llm_xrealloc(r->blocks, sizeof(int32_t) * r->cap_blocks);
+    }
+    while (r->n_blocks < need) {
+        b = llm_blocks_alloc(&e->blocks);
+        if (b < 0) {
+            return -1;
+        }
+        r->blocks[r->n_blocks++] = b;
+    }
+    return 0;
+}
+
+
+static void
+llm_sched_preempt(llm_engine *e, llm_request *r)
+{
+    llm_sched_free_blocks(e, r);
+    llm_req_list_remove(&e->sched.running, r);
+    llm_sched_push_front(&e->sched, r);
+    r->stats.num_preemptions++;
+    e->counters.num_preemptions_total++;
+}
+
+
+static void
+llm_sched_add_to_step(llm_engine *e, llm_request *r, int n)
+{
+    llm_scheduler    *s = &e->sched;
+    llm_logits_mode   mode;
+
+    mode = r->n_computed + n == r->n_tokens ? LLM_LOGITS_LAST
+                                            : LLM_LOGITS_NONE;
+    llm_batch_add(&e->bb, r->tokens + r->n_computed, n, r->n_computed,
+                  r->blocks, r->n_blocks, mode);
+    if (s->step.n == s->step_cap) {
+        s->step_cap = s->step_cap ? 2 * s->step_cap : 16;
+        s->step_tokens = llm_xrealloc(s->step_tokens,
+                                      sizeof(int) * s->step_cap);
+    }
+    s->step_tokens[s->step.n] = n;
+    llm_req_list_push(&s->step, r);
+}
+
+
+int
+llm_sched_schedule(llm_engine *e, double now)
+{
+    llm_scheduler  *s = &e->sched;
+    llm_request    *r, *victim;
+    int             i, n, budget = e->max_num_batched_tokens;
+
+    s->step.n = 0;
+    llm_batch_reset(&e->bb);
+
+    for (i = 0; i < s->running.n && budget > 0; i++) {
+        r = s->running.items[i];
+        n = r->n_tokens - r->n_computed;
+        n = n < budget ? n : budget;
+        while (llm_sched_reserve(e, r, r->n_computed + n) != 0) {
+            victim = s->running.items[s->running.n - 1];
+            llm_sched_preempt(e, victim);
+            if (victim == r) {
+                break;
+            }
+        }
+        if (r->state != LLM_REQ_RUNNING) {
+            break;                      /* r preempted itself: it was newest */
+        }
+        llm_sched_add_to_step(e, r, n);
+        budget -= n;
+    }
+
+    while (budget > 0 && s->wait_head && s->running.n < e->max_num_seqs) {
+        r = s->wait_head;
+        n = r->n_tokens - r->n_computed;
+        n = n < budget ? n : budget;
+        if (llm_sched_reserve(e, r, r->n_computed + n) != 0) {
+            llm_sched_free_blocks(e, r);
+            break;                      /* first come, first served */
+        }
+        llm_sched_unlink_waiting(s, r);
+        r->state = LLM_REQ_RUNNING;
+        llm_req_list_push(&s->running, r);
+        if (r->stats.scheduled == 0) {
+            r->stats.scheduled = now;
+        }
+        llm_sched_add_to_step(e, r, n);
+        budget -= n;
+    }
+    return s->step.n;
+}
+
+
+void
+llm_sched_remove(llm_engine *e, llm_request *r)
+{
+    if (r->state == LLM_REQ_RUNNING) {
+        llm_req_list_remove(&e->sched.running, r);
+    } else if (r->state == LLM_REQ_WAITING) {
+        llm_sched_unlink_waiting(&e->sched, r);
+    }
+    llm_sched_free_blocks(e, r);
+    r->state = LLM_REQ_FINISHED;
+}

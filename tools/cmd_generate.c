@@ -1,0 +1,226 @@
+/*
+ * cmd_generate.c -- `llm generate --model DIR --prompt TEXT [--max-tokens N
+ * --temperature T --top-p P --top-k K --seed S --json]`: one request through
+ * the real engine (thread, scheduler, sampler, streaming detokenizer), as
+ * the nginx module drives it.  Text streams to stdout as it is produced;
+ * --json prints one object at the end instead.
+ */
+#include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yajl/yajl_gen.h>
+
+#include "cli.h"
+#include "llm.h"
+#include "tokenizer.h"
+#include "util.h"
+
+
+typedef struct {
+    int                 json;
+    int                 done;
+    llm_finish_reason   finish;
+    llm_request_stats   stats;
+    char               *text;
+    size_t              text_len;
+    int32_t            *ids;
+    int                 n_ids;
+} llm_gen_state;
+
+
+static void
+llm_gen_notify(void *data)
+{
+    sem_post(data);
+}
+
+
+static void
+llm_gen_output(llm_request *r, const llm_output *o, void *data)
+{
+    llm_gen_state  *g = data;
+
+    if (g->json) {
+        g->text = llm_xrealloc(g->text, g->text_len + o->text_len + 1);
+        memcpy(g->text + g->text_len, o->text, o->text_len);
+        g->text_len += o->text_len;
+        g->text[g->text_len] = '\0';
+    } else {
+        fwrite(o->text, 1, o->text_len, stdout);
+        fflush(stdout);
+    }
+    g->ids = llm_xrealloc(g->ids, sizeof(int32_t) * (g->n_ids + o->n_ids + 1));
+    memcpy(g->ids + g->n_ids, o->ids, sizeof(int32_t) * o->n_ids);
+    g->n_ids += o->n_ids;
+    if (o->finish_reason != LLM_FINISH_NONE) {
+        g->done = 1;
+        g->finish = o->finish_reason;
+        g->stats = o->stats;
+    }
+}
+
+
+static void
+llm_gen_key_num(yajl_gen j, const char *key, int has, double v)
+{
+    yajl_gen_string(j, (const unsigned char *) key, strlen(key));
+    if (has) {
+        yajl_gen_double(j, v);
+    } else {
+        yajl_gen_null(j);
+    }
+}
+
+
+static void
+llm_gen_ids(yajl_gen j, const char *key, const int32_t *ids, int n)
+{
+    int  i;
+
+    yajl_gen_string(j, (const unsigned char *) key, strlen(key));
+    yajl_gen_array_open(j);
+    for (i = 0; i < n; i++) {
+        yajl_gen_integer(j, ids[i]);
+    }
+    yajl_gen_array_close(j);
+}
+
+
+static void
+llm_gen_print_json(const llm_gen_state *g, const int32_t *prompt,
+    int n_prompt)
+{
+    yajl_gen              j = yajl_gen_alloc(NULL);
+    llm_metrics           m;
+    const unsigned char  *buf;
+    size_t                len;
+    const char           *fr = llm_finish_reason_str(g->finish);
+
+    llm_metrics_compute(&g->stats, &m);
+    yajl_gen_map_open(j);
+    llm_gen_ids(j, "prompt_ids", prompt, n_prompt);
+    llm_gen_ids(j, "ids", g->ids, g->n_ids);
+    yajl_gen_string(j, (const unsigned char *) "text", 4);
+    yajl_gen_string(j, (const unsigned char *) (g->text ? g->text : ""),
+                    g->text_len);
+    yajl_gen_string(j, (const unsigned char *) "finish_reason", 13);
+    yajl_gen_string(j, (const unsigned char *) fr, strlen(fr));
+    yajl_gen_string(j, (const unsigned char *) "timings", 7);
+    yajl_gen_map_open(j);
+    llm_gen_key_num(j, "queue_ms", m.has_queue, m.queue_ms);
+    llm_gen_key_num(j, "ttft_ms", m.has_ttft, m.ttft_ms);
+    llm_gen_key_num(j, "generation_ms", m.has_generation, m.generation_ms);
+    llm_gen_key_num(j, "tokens_per_second", m.has_tps, m.tokens_per_second);
+    yajl_gen_map_close(j);
+    yajl_gen_map_close(j);
+    yajl_gen_get_buf(j, &buf, &len);
+    fwrite(buf, 1, len, stdout);
+    fputc('\n', stdout);
+    yajl_gen_free(j);
+}
+
+
+/* Reads a numeric option into *v; 0 when absent, -1 when malformed. */
+static int
+llm_gen_num_opt(int argc, char **argv, const char *name, double *v)
+{
+    const char  *s = llm_cli_opt(argc, argv, name);
+    char        *end;
+
+    if (s == NULL) {
+        return 0;
+    }
+    *v = strtod(s, &end);
+    return (end == s || *end != '\0') ? -1 : 1;
+}
+
+
+int
+llm_cmd_generate(int argc, char **argv)
+{
+    const char           *dir = llm_cli_opt(argc, argv, "--model");
+    const char           *prompt = llm_cli_opt(argc, argv, "--prompt");
+    static const char    *nums[] = { "--max-tokens", "--temperature",
+                                     "--top-p", "--top-k", "--seed" };
+    double                v[5];
+    int                   have[5], i, n_prompt, rc = 1;
+    char                  err[LLM_ERR_LEN];
+    llm_engine_config     cfg = { 0 };
+    llm_sampling_params   p;
+    llm_gen_state         g = { 0 };
+    llm_engine           *e;
+    llm_request          *r;
+    int32_t              *ids = NULL;
+    sem_t                 sem;
+
+    if (dir == NULL || prompt == NULL) {
+        return llm_cli_fail("usage: llm generate --model DIR --prompt TEXT "
+                            "[--max-tokens N --temperature T --top-p P "
+                            "--top-k K --seed S --threads N --json]");
+    }
+    for (i = 0; i < 5; i++) {
+        have[i] = llm_gen_num_opt(argc, argv, nums[i], &v[i]);
+        if (have[i] < 0) {
+            return llm_cli_fail("%s: expected a number", nums[i]);
+        }
+    }
+    g.json = llm_cli_flag(argc, argv, "--json");
+    sem_init(&sem, 0, 0);
+    cfg.model_dir = dir;
+    cfg.device = "cpu";
+    cfg.threads = llm_cli_threads(argc, argv);
+    cfg.max_num_seqs = 1;
+    cfg.notify = llm_gen_notify;
+    cfg.notify_data = &sem;
+    e = llm_engine_create(&cfg, err);
+    if (e == NULL) {
+        return llm_cli_fail("%s", err);
+    }
+    n_prompt = llm_tokenizer_encode(llm_model_tokenizer(llm_engine_model(e)),
+                                    prompt, strlen(prompt), 1, &ids, err);
+    if (n_prompt < 0) {
+        llm_cli_fail("%s", err);
+        goto done;
+    }
+    llm_sampling_params_init(&p, llm_engine_model(e));
+    p.max_tokens = have[0] ? (int) v[0] : 16;
+    if (have[1]) {
+        p.temperature = (float) v[1];
+    }
+    if (have[2]) {
+        p.top_p = (float) v[2];
+    }
+    if (have[3]) {
+        p.top_k = (int) v[3];
+    }
+    if (have[4]) {
+        p.has_seed = 1;
+        p.seed = (uint64_t) (int64_t) v[4];
+    }
+    r = llm_request_create(e, ids, n_prompt, &p, err);
+    if (r == NULL) {
+        llm_cli_fail("%s", err);
+        goto done;
+    }
+    llm_engine_submit(e, r);
+    while (!g.done) {
+        sem_wait(&sem);
+        llm_engine_drain(e, llm_gen_output, &g);
+    }
+    llm_request_release(r);
+    if (g.json) {
+        llm_gen_print_json(&g, ids, n_prompt);
+    } else {
+        fputc('\n', stdout);
+    }
+    rc = g.finish == LLM_FINISH_ERROR;
+
+done:
+    free(ids);
+    free(g.text);
+    free(g.ids);
+    llm_engine_destroy(e);
+    sem_destroy(&sem);
+    return rc;
+}
