@@ -20,7 +20,7 @@ CFLAGS_BASE += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
 LDFLAGS     += -fsanitize=$(SANITIZE)
 endif
 CFLAGS    += $(CFLAGS_BASE) -Iengine
-LIBS       = -lyajl -lpcre2-8 -lutf8proc -lpthread -lm
+LIBS       = -lyajl -lpcre2-8 -lutf8proc -ldl -lpthread -lm
 
 # Kernels compiled once per instruction set; the CPU backend picks one at run time.
 KERNEL_SRCS   = $(wildcard engine/cpu_kernels_*.c)

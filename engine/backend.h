@@ -37,6 +37,14 @@ typedef struct {
 llm_backend *llm_backend_cpu_create(const llm_model *m,
     const llm_backend_config *cfg, char *err);
 
+/* The backend for llm_device ("auto", "cpu", "cuda:N"): auto takes the GPU
+ * when libllm_cuda.so loads and finds one, else the CPU.  `reason` (may be
+ * NULL) says which was chosen and why, for the log.  NULL + err on failure.
+ * libllm_cuda.so exports llm_backend_cuda_create() (same signature as the
+ * CPU's) and `int llm_cuda_device_count(char *err)` (-1 + err on failure). */
+llm_backend *llm_backend_open(const llm_model *m, const char *device,
+    const llm_backend_config *cfg, char *reason, char *err);
+
 /* KV bytes per token of this model (all layers, K and V, f32 on the CPU). */
 size_t llm_kv_bytes_per_token(const llm_config *c, size_t elem_size);
 

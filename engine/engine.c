@@ -198,21 +198,6 @@ llm_engine_main(void *arg)
 /* ---- the client side ----------------------------------------------------- */
 
 
-static int
-llm_engine_parse_device(const char *dev, char *err)
-{
-    if (dev == NULL || strcmp(dev, "auto") == 0 || strcmp(dev, "cpu") == 0) {
-        return 0;
-    }
-    if (strncmp(dev, "cuda:", 5) == 0) {
-        llm_errf(err, "llm_device %s: this build has no CUDA backend", dev);
-        return -1;
-    }
-    llm_errf(err, "llm_device \"%s\": expected auto, cpu or cuda:N", dev);
-    return -1;
-}
-
-
 llm_engine *
 llm_engine_create(const llm_engine_config *cfg, char *err)
 {
@@ -224,9 +209,6 @@ llm_engine_create(const llm_engine_config *cfg, char *err)
 
     if (cfg->model_dir == NULL) {
         llm_errf(err, "no model directory given");
-        return NULL;
-    }
-    if (llm_engine_parse_device(cfg->device, err) != 0) {
         return NULL;
     }
     e = llm_xcalloc(1, sizeof(*e));
@@ -272,7 +254,8 @@ llm_engine_create(const llm_engine_config *cfg, char *err)
     }
     ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     bc.threads = cfg->threads > 0 ? cfg->threads : (ncpu > 0 ? (int) ncpu : 1);
-    e->backend = llm_backend_cpu_create(e->model, &bc, err);
+    e->backend = llm_backend_open(e->model, cfg->device, &bc,
+                                  e->device_reason, err);
     if (e->backend == NULL) {
         goto fail;
     }
@@ -364,6 +347,13 @@ const char *
 llm_engine_device(const llm_engine *e)
 {
     return e->backend->name;
+}
+
+
+const char *
+llm_engine_device_reason(const llm_engine *e)
+{
+    return e->device_reason;
 }
 
 

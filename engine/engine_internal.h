@@ -39,6 +39,7 @@ typedef struct {
 struct llm_engine {
     llm_model          *model;
     llm_backend        *backend;
+    char                device_reason[LLM_ERR_LEN];
     llm_block_pool      blocks;
     int                 max_model_len;
     int                 max_num_seqs;

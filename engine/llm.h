@@ -165,6 +165,8 @@ llm_engine *llm_engine_create(const llm_engine_config *cfg, char *err);
 void llm_engine_destroy(llm_engine *e);
 const llm_model *llm_engine_model(const llm_engine *e);
 const char *llm_engine_device(const llm_engine *e);   /* "cpu", "cuda:0" */
+/* Which device llm_device "auto" chose and why, for the log. */
+const char *llm_engine_device_reason(const llm_engine *e);
 int llm_engine_max_model_len(const llm_engine *e);
 
 /*
