@@ -1,0 +1,459 @@
+/*
+ * tokenizer_utf8.c -- the small pieces every tokenizer step stands on:
+ * a growable byte buffer, UTF-8 validation and repair, the Unicode character
+ * classes HF's Rust code uses, and a string -> id hash map.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <utf8proc.h>
+
+#include "tokenizer_impl.h"
+#include "util.h"
+
+
+void
+llm_tok_buf_reserve(llm_tok_buf *b, size_t extra)
+{
+    size_t  cap;
+
+    if (b->len + extra + 1 <= b->cap) {
+        return;
+    }
+    cap = b->cap ? b->cap : 64;
+    while (cap < b->len + extra + 1) {
+        cap *= 2;
+    }
+    b->p = llm_xrealloc(b->p, cap);
+    b->cap = cap;
+}
+
+
+void
+llm_tok_buf_put(llm_tok_buf *b, const void *s, size_t n)
+{
+    llm_tok_buf_reserve(b, n);
+    if (n) {
+        memcpy(b->p + b->len, s, n);
+    }
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+
+void
+llm_tok_buf_putc(llm_tok_buf *b, char c)
+{
+    llm_tok_buf_reserve(b, 1);
+    b->p[b->len++] = c;
+    b->p[b->len] = '\0';
+}
+
+
+void
+llm_tok_buf_put_cp(llm_tok_buf *b, uint32_t cp)
+{
+    char    tmp[4];
+    size_t  n;
+
+    n = llm_utf8_encode(cp, tmp);
+    llm_tok_buf_put(b, tmp, n);
+}
+
+
+void
+llm_tok_buf_free(llm_tok_buf *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+
+/* ---- UTF-8 ---- */
+
+size_t
+llm_utf8_seq_len(const unsigned char *s, size_t n)
+{
+    unsigned char  c = s[0], lo = 0x80, hi = 0xBF;
+    size_t         need, i;
+
+    if (c < 0x80) {
+        return 1;
+    }
+    if (c >= 0xC2 && c <= 0xDF) {
+        need = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        need = 3;
+        if (c == 0xE0) {
+            lo = 0xA0;
+        } else if (c == 0xED) {
+            hi = 0x9F;          /* no surrogates */
+        }
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 4;
+        if (c == 0xF0) {
+            lo = 0x90;
+        } else if (c == 0xF4) {
+            hi = 0x8F;          /* nothing above U+10FFFF */
+        }
+    } else {
+        return 0;
+    }
+    for (i = 1; i < need; i++) {
+        if (i >= n) {
+            return 0;
+        }
+        if (s[i] < lo || s[i] > hi) {
+            return 0;
+        }
+        lo = 0x80;
+        hi = 0xBF;
+    }
+    return need;
+}
+
+
+/*
+ * The maximal subpart at s: how many bytes one U+FFFD replaces.  It is the
+ * longest prefix of a well-formed sequence (at least one byte), the rule of
+ * Unicode 15 section 3.9 that Python, Rust and browsers follow.
+ */
+static size_t
+llm_utf8_subpart_len(const unsigned char *s, size_t n)
+{
+    unsigned char  c = s[0], lo = 0x80, hi = 0xBF;
+    size_t         need, i;
+
+    if (c >= 0xC2 && c <= 0xDF) {
+        need = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        need = 3;
+        lo = (c == 0xE0) ? 0xA0 : 0x80;
+        hi = (c == 0xED) ? 0x9F : 0xBF;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 4;
+        lo = (c == 0xF0) ? 0x90 : 0x80;
+        hi = (c == 0xF4) ? 0x8F : 0xBF;
+    } else {
+        return 1;
+    }
+    for (i = 1; i < need && i < n; i++) {
+        if (s[i] < lo || s[i] > hi) {
+            break;
+        }
+        lo = 0x80;
+        hi = 0xBF;
+    }
+    return i;
+}
+
+
+size_t
+llm_utf8_char_len(unsigned char c)
+{
+    if (c < 0x80) {
+        return 1;
+    }
+    if (c < 0xE0) {
+        return 2;
+    }
+    if (c < 0xF0) {
+        return 3;
+    }
+    return 4;
+}
+
+
+size_t
+llm_utf8_decode(const char *str, size_t i, uint32_t *cp)
+{
+    const unsigned char  *s = (const unsigned char *) str + i;
+
+    if (s[0] < 0x80) {
+        *cp = s[0];
+        return 1;
+    }
+    if (s[0] < 0xE0) {
+        *cp = ((uint32_t) (s[0] & 0x1F) << 6) | (s[1] & 0x3F);
+        return 2;
+    }
+    if (s[0] < 0xF0) {
+        *cp = ((uint32_t) (s[0] & 0x0F) << 12)
+              | ((uint32_t) (s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+        return 3;
+    }
+    *cp = ((uint32_t) (s[0] & 0x07) << 18) | ((uint32_t) (s[1] & 0x3F) << 12)
+          | ((uint32_t) (s[2] & 0x3F) << 6) | (s[3] & 0x3F);
+    return 4;
+}
+
+
+size_t
+llm_utf8_encode(uint32_t cp, char out[4])
+{
+    if (cp < 0x80) {
+        out[0] = (char) cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char) (0xC0 | (cp >> 6));
+        out[1] = (char) (0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char) (0xE0 | (cp >> 12));
+        out[1] = (char) (0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (char) (0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char) (0xF0 | (cp >> 18));
+    out[1] = (char) (0x80 | ((cp >> 12) & 0x3F));
+    out[2] = (char) (0x80 | ((cp >> 6) & 0x3F));
+    out[3] = (char) (0x80 | (cp & 0x3F));
+    return 4;
+}
+
+
+int
+llm_utf8_valid(const char *str, size_t n)
+{
+    const unsigned char  *s = (const unsigned char *) str;
+    size_t                i = 0, k;
+
+    while (i < n) {
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        k = llm_utf8_seq_len(s + i, n - i);
+        if (k == 0) {
+            return 0;
+        }
+        i += k;
+    }
+    return 1;
+}
+
+
+void
+llm_utf8_sanitize(const char *str, size_t n, llm_tok_buf *out)
+{
+    const unsigned char  *s = (const unsigned char *) str;
+    size_t                i = 0, run = 0, k;
+
+    llm_tok_buf_reserve(out, n);
+    while (i < n) {
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        k = llm_utf8_seq_len(s + i, n - i);
+        if (k) {
+            i += k;
+            continue;
+        }
+        /* flush the valid run, then one U+FFFD for the maximal subpart */
+        llm_tok_buf_put(out, s + run, i - run);
+        llm_tok_buf_put_cp(out, LLM_UTF8_REPLACEMENT);
+        i += llm_utf8_subpart_len(s + i, n - i);
+        run = i;
+    }
+    llm_tok_buf_put(out, s + run, n - run);
+}
+
+
+/* ---- Unicode classes ---- */
+
+int
+llm_uc_is_whitespace(uint32_t cp)
+{
+    /* the White_Space property, which Rust's char::is_whitespace and the
+     * regex crate's \s use */
+    return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85
+           || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A)
+           || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F
+           || cp == 0x3000;
+}
+
+
+int
+llm_uc_is_word(uint32_t cp)
+{
+    utf8proc_category_t  cat;
+
+    if (cp < 0x80) {
+        return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z')
+               || (cp >= 'A' && cp <= 'Z') || cp == '_';
+    }
+    if (cp == 0x200C || cp == 0x200D) {
+        return 1;       /* Join_Control */
+    }
+    cat = utf8proc_category((utf8proc_int32_t) cp);
+    switch (cat) {
+    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT: case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME:
+    case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_PC:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+
+int
+llm_uc_is_numeric(uint32_t cp)
+{
+    utf8proc_category_t  cat;
+
+    if (cp < 0x80) {
+        return cp >= '0' && cp <= '9';
+    }
+    cat = utf8proc_category((utf8proc_int32_t) cp);
+    return cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL
+           || cat == UTF8PROC_CATEGORY_NO;
+}
+
+
+int
+llm_uc_is_punctuation(uint32_t cp)
+{
+    utf8proc_category_t  cat;
+
+    if (cp < 0x80) {
+        return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x40)
+               || (cp >= 0x5B && cp <= 0x60) || (cp >= 0x7B && cp <= 0x7E);
+    }
+    cat = utf8proc_category((utf8proc_int32_t) cp);
+    return cat >= UTF8PROC_CATEGORY_PC && cat <= UTF8PROC_CATEGORY_PO;
+}
+
+
+int
+llm_uc_is_mark(uint32_t cp)
+{
+    utf8proc_category_t  cat;
+
+    if (cp < 0x300) {
+        return 0;
+    }
+    cat = utf8proc_category((utf8proc_int32_t) cp);
+    return cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_MC
+           || cat == UTF8PROC_CATEGORY_ME;
+}
+
+
+/* ---- string -> id map: open addressing, linear probing ---- */
+
+static uint32_t
+llm_tok_hash(const char *s, size_t n)
+{
+    uint64_t  h = 0xcbf29ce484222325ull;    /* FNV-1a, folded to 32 bits */
+    size_t    i;
+
+    for (i = 0; i < n; i++) {
+        h ^= (unsigned char) s[i];
+        h *= 0x100000001b3ull;
+    }
+    return (uint32_t) (h ^ (h >> 32));
+}
+
+
+void
+llm_tok_map_init(llm_tok_map *m, size_t expected)
+{
+    size_t  cap = 16, i;
+
+    while (cap < expected * 2) {
+        cap *= 2;
+    }
+    m->slots = llm_xmalloc(cap * sizeof(*m->slots));
+    for (i = 0; i < cap; i++) {
+        m->slots[i].val = -1;
+    }
+    m->mask = (uint32_t) (cap - 1);
+    m->count = 0;
+}
+
+
+static void
+llm_tok_map_grow(llm_tok_map *m)
+{
+    llm_tok_slot  *old = m->slots;
+    size_t         cap = (size_t) m->mask + 1, i, j;
+
+    m->slots = llm_xmalloc(cap * 2 * sizeof(*m->slots));
+    for (i = 0; i < cap * 2; i++) {
+        m->slots[i].val = -1;
+    }
+    m->mask = (uint32_t) (cap * 2 - 1);
+    for (i = 0; i < cap; i++) {
+        if (old[i].val < 0) {
+            continue;
+        }
+        for (j = old[i].hash & m->mask; m->slots[j].val >= 0;
+             j = (j + 1) & m->mask)
+        {
+            /* probe */
+        }
+        m->slots[j] = old[i];
+    }
+    free(old);
+}
+
+
+void
+llm_tok_map_put(llm_tok_map *m, const char *base, uint32_t off, uint32_t len,
+    int32_t val)
+{
+    uint32_t  h = llm_tok_hash(base + off, len), j;
+
+    if ((m->count + 1) * 2 > m->mask + 1) {
+        llm_tok_map_grow(m);
+    }
+    for (j = h & m->mask; m->slots[j].val >= 0; j = (j + 1) & m->mask) {
+        if (m->slots[j].hash == h && m->slots[j].len == len
+            && memcmp(base + m->slots[j].off, base + off, len) == 0)
+        {
+            m->slots[j].val = val;
+            return;
+        }
+    }
+    m->slots[j].off = off;
+    m->slots[j].len = len;
+    m->slots[j].hash = h;
+    m->slots[j].val = val;
+    m->count++;
+}
+
+
+int32_t
+llm_tok_map_get(const llm_tok_map *m, const char *base, const char *key,
+    size_t len)
+{
+    uint32_t  h, j;
+
+    if (m->slots == NULL) {
+        return -1;
+    }
+    h = llm_tok_hash(key, len);
+    for (j = h & m->mask; m->slots[j].val >= 0; j = (j + 1) & m->mask) {
+        if (m->slots[j].hash == h && m->slots[j].len == len
+            && memcmp(base + m->slots[j].off, key, len) == 0)
+        {
+            return m->slots[j].val;
+        }
+    }
+    return -1;
+}
+
+
+void
+llm_tok_map_free(llm_tok_map *m)
+{
+    free(m->slots);
+    m->slots = NULL;
+}

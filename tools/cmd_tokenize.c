@@ -1,0 +1,187 @@
+/*
+ * cmd_tokenize.c -- `llm tokenize` and `llm detokenize`: the tokenizer of a
+ * model directory, without the rest of the engine.
+ *
+ *   llm tokenize --model DIR [--special] TEXT      -> [id,...] on stdout
+ *   llm tokenize --model DIR [--special] --file F  (F's bytes; - for stdin)
+ *   llm detokenize --model DIR [--skip-special] ID...  -> the text, exactly
+ *
+ * IDs may also be given as one list: "1,2,3" or "[1, 2, 3]".
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "llm.h"
+#include "tokenizer.h"
+#include "util.h"
+
+
+static char *
+llm_tokenize_read_all(FILE *f, size_t *len)
+{
+    char    *buf = NULL;
+    size_t   cap = 0, n = 0, got;
+
+    for (;;) {
+        if (n + 4096 > cap) {
+            cap = cap ? cap * 2 : 65536;
+            buf = llm_xrealloc(buf, cap);
+        }
+        got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) {
+            break;
+        }
+    }
+    *len = n;
+    return buf;
+}
+
+
+int
+llm_cmd_tokenize(int argc, char **argv)
+{
+    const char     *model = NULL, *text = NULL, *file = NULL;
+    char           *data = NULL, err[LLM_ERR_LEN];
+    size_t          len = 0;
+    int             i, n, special = 0, done = 0;
+    int32_t        *ids;
+    llm_tokenizer  *t;
+
+    for (i = 1; i < argc; i++) {
+        if (!done && strcmp(argv[i], "--") == 0) {
+            done = 1;           /* the text may start with "--" */
+        } else if (!done && strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
+            model = argv[++i];
+        } else if (!done && strcmp(argv[i], "--file") == 0 && i + 1 < argc) {
+            file = argv[++i];
+        } else if (!done && strcmp(argv[i], "--special") == 0) {
+            special = 1;
+        } else if (text == NULL) {
+            text = argv[i];
+        } else {
+            return llm_cli_fail("tokenize: unexpected argument '%s' (usage: "
+                                "llm tokenize --model DIR [--special] TEXT)",
+                                argv[i]);
+        }
+    }
+    if (model == NULL) {
+        return llm_cli_fail("tokenize: --model DIR is required");
+    }
+    if ((text == NULL) == (file == NULL)) {
+        return llm_cli_fail("tokenize: give the text as one argument, or "
+                            "--file PATH");
+    }
+    if (file) {
+        if (strcmp(file, "-") == 0) {
+            data = llm_tokenize_read_all(stdin, &len);
+        } else {
+            data = llm_read_file(file, &len, err);
+            if (data == NULL) {
+                return llm_cli_fail("tokenize: %s", err);
+            }
+        }
+    } else {
+        len = strlen(text);
+    }
+
+    t = llm_tokenizer_load(model, err);
+    if (t == NULL) {
+        free(data);
+        return llm_cli_fail("%s", err);
+    }
+    n = llm_tokenizer_encode(t, data ? data : text, len, special, &ids, err);
+    free(data);
+    if (n < 0) {
+        llm_tokenizer_free(t);
+        return llm_cli_fail("tokenize: %s", err);
+    }
+    putchar('[');
+    for (i = 0; i < n; i++) {
+        printf(i ? ",%d" : "%d", ids[i]);
+    }
+    puts("]");
+    free(ids);
+    llm_tokenizer_free(t);
+    return 0;
+}
+
+
+/* Appends the ids in s ("5", "1,2,3", "[1, 2]") to *ids; -1 on junk. */
+static int
+llm_detok_parse_ids(const char *s, int32_t **ids, size_t *n, size_t *cap)
+{
+    char  *end;
+    long   v;
+
+    while (*s) {
+        if (strchr(" \t\n,[]", *s)) {
+            s++;
+            continue;
+        }
+        errno = 0;
+        v = strtol(s, &end, 10);
+        if (end == s || errno || v < 0 || v > INT32_MAX) {
+            return -1;
+        }
+        if (*n == *cap) {
+            *cap = *cap ? *cap * 2 : 64;
+            *ids = llm_xrealloc(*ids, *cap * sizeof(int32_t));
+        }
+        (*ids)[(*n)++] = (int32_t) v;
+        s = end;
+    }
+    return 0;
+}
+
+
+int
+llm_cmd_detokenize(int argc, char **argv)
+{
+    const char     *model = NULL;
+    char           *text, err[LLM_ERR_LEN];
+    int32_t        *ids = NULL;
+    size_t          n = 0, cap = 0, len;
+    int             i, skip = 0, vocab;
+    llm_tokenizer  *t;
+
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
+            model = argv[++i];
+        } else if (strcmp(argv[i], "--skip-special") == 0) {
+            skip = 1;
+        } else if (llm_detok_parse_ids(argv[i], &ids, &n, &cap) != 0) {
+            free(ids);
+            return llm_cli_fail("detokenize: '%s' is not a token id "
+                                "(usage: llm detokenize --model DIR ID...)",
+                                argv[i]);
+        }
+    }
+    if (model == NULL) {
+        free(ids);
+        return llm_cli_fail("detokenize: --model DIR is required");
+    }
+    t = llm_tokenizer_load(model, err);
+    if (t == NULL) {
+        free(ids);
+        return llm_cli_fail("%s", err);
+    }
+    vocab = llm_tokenizer_vocab_size(t);
+    for (i = 0; i < (int) n; i++) {
+        if (ids[i] >= vocab) {
+            llm_tokenizer_free(t);
+            free(ids);
+            return llm_cli_fail("detokenize: id %d is out of range (the "
+                                "vocabulary has %d ids)", ids[i], vocab);
+        }
+    }
+    text = llm_tokenizer_decode(t, ids, n, skip, &len);
+    fwrite(text, 1, len, stdout);
+    free(text);
+    free(ids);
+    llm_tokenizer_free(t);
+    return fflush(stdout) == 0 ? 0 : 1;
+}
