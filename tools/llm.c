@@ -20,6 +20,8 @@ static const struct {
       "--model DIR [--special] TEXT | --file PATH" },
     { "detokenize", llm_cmd_detokenize,
       "--model DIR [--skip-special] ID..." },
+    { "template", llm_cmd_template,
+      "--model DIR --messages FILE [--tools FILE] [--documents FILE] [--add-generation-prompt] [--kwargs JSON]" },
     { "logits", llm_cmd_logits,
       "--model DIR --ids 1,2,3 --out FILE [--threads N]" },
     { "generate", llm_cmd_generate,
