@@ -298,18 +298,14 @@ ngx_http_llm_engine_stop(ngx_cycle_t *cycle)
 
 
 /*
- * NGX_OK when the engine serves; otherwise answers 503 with the reason and
- * returns what the handler passes to ngx_http_finalize_request().
+ * The answer while the engine does not serve: 503 with the reason.  Returns
+ * what the handler passes to ngx_http_finalize_request().
  */
 
 ngx_int_t
-ngx_http_llm_engine_ready(ngx_http_request_t *r)
+ngx_http_llm_engine_unavailable(ngx_http_request_t *r)
 {
     ngx_http_llm_worker_t  *w = &ngx_http_llm_worker;
-
-    if (w->engine) {
-        return NGX_OK;
-    }
 
     if (w->error[0] == '\0') {
         return ngx_http_llm_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE, NULL,

@@ -113,9 +113,14 @@ ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
     p = ngx_vslprintf(msg, msg + sizeof(msg), fmt, args);
     va_end(args);
 
-    /* client faults at info, server faults at error */
-    level = (status >= NGX_HTTP_INTERNAL_SERVER_ERROR) ? NGX_LOG_ERR
-                                                       : NGX_LOG_INFO;
+    /*
+     * Client faults at info, server faults at error; a 503 is at info
+     * too: the reason (loading, or why the model failed) is logged once
+     * when it happens, not for every request that meets it.
+     */
+    level = (status >= NGX_HTTP_INTERNAL_SERVER_ERROR
+             && status != NGX_HTTP_SERVICE_UNAVAILABLE)
+            ? NGX_LOG_ERR : NGX_LOG_INFO;
 
     ngx_log_error(level, r->connection->log, 0, "llm: %ui %*s", status,
                   (size_t) (p - msg), msg);

@@ -85,13 +85,12 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
                                        "\"%V\"", &r->uri);
     }
 
-    rc = ngx_http_llm_engine_ready(r);
-    if (rc != NGX_OK) {
+    if (ngx_http_llm_worker.engine == NULL) {
         if (ngx_http_discard_request_body(r) != NGX_OK) {
             r->keepalive = 0;
         }
 
-        return rc;
+        return ngx_http_llm_engine_unavailable(r);
     }
 
     ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_llm_ctx_t));
@@ -261,7 +260,9 @@ ngx_http_llm_prepare(void *data, ngx_log_t *log)
 
     len = 0;
     for (cl = job->body; cl; cl = cl->next) {
-        len += ngx_buf_size(cl->buf);
+        if (!ngx_buf_special(cl->buf)) {
+            len += ngx_buf_size(cl->buf);
+        }
     }
 
     body = malloc(len + 1);
@@ -275,6 +276,10 @@ ngx_http_llm_prepare(void *data, ngx_log_t *log)
     p = body;
     for (cl = job->body; cl; cl = cl->next) {
         b = cl->buf;
+
+        if (ngx_buf_special(b)) {
+            continue;       /* e.g. the last_buf of an empty body */
+        }
 
         if (!ngx_buf_in_memory(b)) {
             n = pread(b->file->fd, p, b->file_last - b->file_pos,

@@ -25,9 +25,8 @@ ngx_http_llm_health_handler(ngx_http_request_t *r)
                                        "\"%V\"", &r->uri);
     }
 
-    rc = ngx_http_llm_engine_ready(r);
-    if (rc != NGX_OK) {
-        return rc;
+    if (ngx_http_llm_worker.engine == NULL) {
+        return ngx_http_llm_engine_unavailable(r);
     }
 
     r->headers_out.status = NGX_HTTP_OK;

@@ -130,7 +130,11 @@ ngx_http_llm_logprobs_completions(ngx_http_llm_json_t *j,
     for (i = 0; i < ctx->n_lp; i++) {
         lp = &ctx->lp[i];
 
-        ngx_http_llm_json_lit(j, i ? ",{" : "{");
+        if (i) {
+            ngx_http_llm_json_lit(j, ",");
+        }
+
+        ngx_http_llm_json_lit(j, "{");
 
         for (k = 0; k < lp->n_top && k < ctx->job->logprobs; k++) {
             if (k) {

@@ -4,63 +4,15 @@
  * --enable-per-request-metrics) and usage, from the engine's record.
  *
  * The engine stamps four timestamps per request, once per step, on one
- * monotonic clock (0 = unset).  With N = completion tokens:
- *
- *   time_to_first_token_ms  (first_token - scheduled) * 1000
- *   generation_time_ms      (last_token - first_token) * 1000
- *   queue_time_ms           (scheduled - queued) * 1000
- *   mean_itl_ms             generation_time_ms / (N - 1)
- *   tokens_per_second       N / ((last_token - scheduled) * 1000) * 1000
- *
- * each null unless its timestamps are set (mean_itl_ms also needs N > 1,
- * tokens_per_second an interval > 0).  The operations and their order are
- * vLLM's, so the doubles come out the same; they are not rounded.  The
- * access-log variables use the same function (ngx_http_llm_variables.c).
+ * monotonic clock (0 = unset); llm_metrics_compute() turns them into the
+ * five fields with vLLM's formulas and null rules (engine/metrics.c, the
+ * one place they are defined; docs/metrics.md).  This file only writes
+ * them: in bodies every key, nulls included; in the final usage chunk of
+ * a stream without the nulls.  Values are not rounded.
  */
 
 
 #include "ngx_http_llm_module.h"
-
-
-void
-ngx_http_llm_metrics_compute(const llm_request_stats *s,
-    ngx_http_llm_metrics_t *m)
-{
-    double  inference_ms;
-    int     n;
-
-    n = s->completion_tokens;
-    m->set = 0;
-
-    if (s->scheduled > 0 && s->first_token > 0) {
-        m->ttft_ms = (s->first_token - s->scheduled) * 1000.0;
-        m->set |= NGX_HTTP_LLM_M_TTFT;
-    }
-
-    if (s->first_token > 0 && s->last_token > 0) {
-        m->generation_ms = (s->last_token - s->first_token) * 1000.0;
-        m->set |= NGX_HTTP_LLM_M_GENERATION;
-
-        if (n > 1) {
-            m->mean_itl_ms = m->generation_ms / (n - 1);
-            m->set |= NGX_HTTP_LLM_M_ITL;
-        }
-    }
-
-    if (s->queued > 0 && s->scheduled > 0) {
-        m->queue_ms = (s->scheduled - s->queued) * 1000.0;
-        m->set |= NGX_HTTP_LLM_M_QUEUE;
-    }
-
-    if (s->scheduled > 0 && s->last_token > 0) {
-        inference_ms = (s->last_token - s->scheduled) * 1000.0;
-
-        if (inference_ms > 0) {
-            m->tokens_per_second = n / inference_ms * 1000.0;
-            m->set |= NGX_HTTP_LLM_M_TPS;
-        }
-    }
-}
 
 
 /*
@@ -72,35 +24,32 @@ ngx_int_t
 ngx_http_llm_metrics_json(ngx_http_llm_json_t *j, const llm_request_stats *s,
     ngx_uint_t drop_nulls)
 {
-    ngx_uint_t              i, first;
-    ngx_http_llm_metrics_t  m;
+    double       value[5];
+    ngx_int_t    has[5];
+    ngx_uint_t   i, first;
+    llm_metrics  m;
 
-    static const struct {
-        const char  *key;
-        ngx_uint_t   flag;
-        size_t       offset;
-    } fields[] = {
-        { "\"time_to_first_token_ms\":", NGX_HTTP_LLM_M_TTFT,
-          offsetof(ngx_http_llm_metrics_t, ttft_ms) },
-        { "\"generation_time_ms\":", NGX_HTTP_LLM_M_GENERATION,
-          offsetof(ngx_http_llm_metrics_t, generation_ms) },
-        { "\"queue_time_ms\":", NGX_HTTP_LLM_M_QUEUE,
-          offsetof(ngx_http_llm_metrics_t, queue_ms) },
-        { "\"mean_itl_ms\":", NGX_HTTP_LLM_M_ITL,
-          offsetof(ngx_http_llm_metrics_t, mean_itl_ms) },
-        { "\"tokens_per_second\":", NGX_HTTP_LLM_M_TPS,
-          offsetof(ngx_http_llm_metrics_t, tokens_per_second) }
+    /* vLLM's key order */
+    static const char  *keys[] = {
+        "\"time_to_first_token_ms\":", "\"generation_time_ms\":",
+        "\"queue_time_ms\":", "\"mean_itl_ms\":", "\"tokens_per_second\":"
     };
 
-    ngx_http_llm_metrics_compute(s, &m);
+    llm_metrics_compute(s, &m);
+
+    has[0] = m.has_ttft;        value[0] = m.ttft_ms;
+    has[1] = m.has_generation;  value[1] = m.generation_ms;
+    has[2] = m.has_queue;       value[2] = m.queue_ms;
+    has[3] = m.has_mean_itl;    value[3] = m.mean_itl_ms;
+    has[4] = m.has_tps;         value[4] = m.tokens_per_second;
 
     ngx_http_llm_json_lit(j, "{");
 
     first = 1;
 
-    for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+    for (i = 0; i < 5; i++) {
 
-        if (!(m.set & fields[i].flag) && drop_nulls) {
+        if (!has[i] && drop_nulls) {
             continue;
         }
 
@@ -110,11 +59,10 @@ ngx_http_llm_metrics_json(ngx_http_llm_json_t *j, const llm_request_stats *s,
 
         first = 0;
 
-        ngx_http_llm_json_raw(j, fields[i].key, ngx_strlen(fields[i].key));
+        ngx_http_llm_json_raw(j, keys[i], ngx_strlen(keys[i]));
 
-        if (m.set & fields[i].flag) {
-            ngx_http_llm_json_double(j,
-                *(double *) ((u_char *) &m + fields[i].offset));
+        if (has[i]) {
+            ngx_http_llm_json_double(j, value[i]);
 
         } else {
             ngx_http_llm_json_lit(j, "null");

@@ -16,14 +16,12 @@ ngx_int_t
 ngx_http_llm_models_handler(ngx_http_request_t *r, ngx_http_llm_route_e route)
 {
     u_char                    *p, *last;
-    ngx_int_t                  rc;
     ngx_str_t                  id;
     ngx_http_llm_json_t        j;
     ngx_http_llm_main_conf_t  *lmcf;
 
-    rc = ngx_http_llm_engine_ready(r);
-    if (rc != NGX_OK) {
-        return rc;
+    if (ngx_http_llm_worker.engine == NULL) {
+        return ngx_http_llm_engine_unavailable(r);
     }
 
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_module);

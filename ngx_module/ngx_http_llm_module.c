@@ -29,12 +29,17 @@ static ngx_int_t ngx_http_llm_init_process(ngx_cycle_t *cycle);
 static void ngx_http_llm_exit_process(ngx_cycle_t *cycle);
 
 
+static char *ngx_http_llm_check_min(ngx_conf_t *cf, void *post, void *data);
+
+
+/* nginx's own bounds check does not name the directive; this one does */
+
 static ngx_conf_num_bounds_t  ngx_http_llm_positive = {
-    ngx_conf_check_num_bounds, 1, -1
+    ngx_http_llm_check_min, 1, -1
 };
 
 static ngx_conf_num_bounds_t  ngx_http_llm_non_negative = {
-    ngx_conf_check_num_bounds, 0, -1
+    ngx_http_llm_check_min, 0, -1
 };
 
 
@@ -271,6 +276,13 @@ ngx_http_llm_init_main_conf(ngx_conf_t *cf, void *conf)
         ngx_str_set(&lmcf->thread_pool_name, "default");
     }
 
+    /* a relative model path is relative to the prefix, like nginx's own */
+    if (lmcf->model.len
+        && ngx_conf_full_name(cf->cycle, &lmcf->model, 0) != NGX_OK)
+    {
+        return NGX_CONF_ERROR;
+    }
+
     if (lmcf->model.len && lmcf->served_model_name.len == 0) {
 
         /* vLLM's default: the model argument; ours: the directory's name */
@@ -414,6 +426,28 @@ ngx_http_llm_postconfiguration(ngx_conf_t *cf)
 
 
 static char *
+ngx_http_llm_check_min(ngx_conf_t *cf, void *post, void *data)
+{
+    ngx_conf_num_bounds_t  *bounds = post;
+    ngx_int_t              *np = data;
+
+    ngx_str_t  *value;
+
+    if (*np >= bounds->low) {
+        return NGX_CONF_OK;
+    }
+
+    value = cf->args->elts;
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                       "\"%V\" must be at least %i, got %i",
+                       &value[0], bounds->low, *np);
+
+    return NGX_CONF_ERROR;
+}
+
+
+static char *
 ngx_http_llm_device(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_str_t  *value, *device;
@@ -448,8 +482,8 @@ ngx_http_llm_device(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                       "invalid value \"%V\": use auto, cpu or cuda:N",
-                       device);
+                       "\"llm_device\": invalid value \"%V\", use auto, "
+                       "cpu or cuda:N", device);
     return NGX_CONF_ERROR;
 }
 
@@ -476,8 +510,9 @@ ngx_http_llm_gpu_memory_utilization(ngx_conf_t *cf, ngx_command_t *cmd,
     if (end == (char *) value[1].data || *end != '\0' || !(v > 0 && v <= 1))
     {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid value \"%V\": must be a fraction in "
-                           "(0, 1], e.g. 0.9", &value[1]);
+                           "\"llm_gpu_memory_utilization\": invalid value "
+                           "\"%V\", must be a fraction in (0, 1], e.g. 0.9",
+                           &value[1]);
         return NGX_CONF_ERROR;
     }
 
@@ -506,8 +541,8 @@ ngx_http_llm_speculative(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     if (ngx_strcmp(value[1].data, "ngram") != 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "unknown method \"%V\": only \"ngram\" is "
-                           "supported", &value[1]);
+                           "\"llm_speculative\": unknown method \"%V\", "
+                           "only \"ngram\" is supported", &value[1]);
         return NGX_CONF_ERROR;
     }
 
@@ -532,8 +567,9 @@ ngx_http_llm_speculative(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
         } else {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid parameter \"%V\": use tokens=, "
-                               "lookup_min= or lookup_max=", &value[i]);
+                               "\"llm_speculative\": invalid parameter "
+                               "\"%V\", use tokens=, lookup_min= or "
+                               "lookup_max=", &value[i]);
             return NGX_CONF_ERROR;
         }
 
@@ -542,8 +578,9 @@ ngx_http_llm_speculative(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
         if (n == NGX_ERROR || n < 1 || n > 64) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "invalid value in \"%V\": must be an integer "
-                               "from 1 to 64", &value[i]);
+                               "\"llm_speculative\": invalid value in "
+                               "\"%V\", must be an integer from 1 to 64",
+                               &value[i]);
             return NGX_CONF_ERROR;
         }
 
@@ -552,7 +589,8 @@ ngx_http_llm_speculative(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     if (lmcf->spec_lookup_min > lmcf->spec_lookup_max) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "lookup_min=%i is greater than lookup_max=%i",
+                           "\"llm_speculative\": lookup_min=%i is greater "
+                           "than lookup_max=%i",
                            lmcf->spec_lookup_min, lmcf->spec_lookup_max);
         return NGX_CONF_ERROR;
     }

@@ -132,23 +132,6 @@ typedef struct {
 } ngx_http_llm_job_t;
 
 
-/* the five per-request metrics; "set" has a bit per non-null field */
-#define NGX_HTTP_LLM_M_TTFT        0x01
-#define NGX_HTTP_LLM_M_GENERATION  0x02
-#define NGX_HTTP_LLM_M_QUEUE       0x04
-#define NGX_HTTP_LLM_M_ITL         0x08
-#define NGX_HTTP_LLM_M_TPS         0x10
-
-typedef struct {
-    double                      ttft_ms;
-    double                      generation_ms;
-    double                      queue_ms;
-    double                      mean_itl_ms;
-    double                      tokens_per_second;
-    ngx_uint_t                  set;
-} ngx_http_llm_metrics_t;
-
-
 /* per-request state, from r->pool */
 typedef struct {
     ngx_http_request_t         *request;
@@ -224,7 +207,7 @@ extern ngx_http_llm_worker_t  ngx_http_llm_worker;
 ngx_int_t ngx_http_llm_engine_start(ngx_cycle_t *cycle,
     ngx_http_llm_main_conf_t *lmcf);
 void ngx_http_llm_engine_stop(ngx_cycle_t *cycle);
-ngx_int_t ngx_http_llm_engine_ready(ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_engine_unavailable(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_engine_submit(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx);
 void ngx_http_llm_engine_release(ngx_http_llm_ctx_t *ctx);
@@ -290,8 +273,6 @@ const char *ngx_http_llm_error_type(ngx_uint_t status);
 ngx_int_t ngx_http_llm_error_filter_init(ngx_conf_t *cf);
 
 /* ngx_http_llm_metrics.c */
-void ngx_http_llm_metrics_compute(const llm_request_stats *s,
-    ngx_http_llm_metrics_t *m);
 ngx_int_t ngx_http_llm_metrics_json(ngx_http_llm_json_t *j,
     const llm_request_stats *s, ngx_uint_t drop_nulls);
 ngx_int_t ngx_http_llm_usage_json(ngx_http_llm_json_t *j,

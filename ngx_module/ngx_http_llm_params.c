@@ -357,11 +357,6 @@ ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job, yajl_val root)
             return NGX_ERROR;
         }
 
-        /* vLLM raises tiny temperatures to 0.01 to avoid overflows */
-        if (d >= 1e-5 && d < 1e-2) {
-            d = 1e-2;
-        }
-
         sp->temperature = (float) d;
     }
 
@@ -789,8 +784,9 @@ ngx_http_llm_parse_logprobs(ngx_http_llm_job_t *job, yajl_val root)
 ngx_int_t
 ngx_http_llm_params_finish(ngx_http_llm_job_t *job)
 {
-    const char  *param;
     int          room;
+    char         err[LLM_ERR_LEN];
+    const char  *param;
 
     param = job->route == NGX_HTTP_LLM_ROUTE_CHAT ? "messages" : "prompt";
 
@@ -817,6 +813,16 @@ ngx_http_llm_params_finish(ngx_http_llm_job_t *job)
                                "min_tokens must be less than or equal to "
                                "max_tokens=%d, got %d.", job->sp.max_tokens,
                                job->sp.min_tokens);
+        return NGX_ERROR;
+    }
+
+    /* the engine's own rules have the last word */
+    err[0] = '\0';
+    param = NULL;
+
+    if (llm_sampling_params_validate(&job->sp, job->model, &param, err) != 0)
+    {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, param, "%s", err);
         return NGX_ERROR;
     }
 

@@ -109,14 +109,14 @@ static ngx_int_t
 ngx_http_llm_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
     uintptr_t data)
 {
-    u_char                  *p;
-    double                   value;
-    int64_t                  count;
-    ngx_str_t                s;
-    ngx_uint_t               flag;
-    ngx_http_llm_ctx_t      *ctx;
-    ngx_http_llm_metrics_t   m;
-    const llm_request_stats *st;
+    u_char                   *p;
+    int                       has;
+    double                    value;
+    int64_t                   count;
+    ngx_str_t                 s;
+    llm_metrics               m;
+    ngx_http_llm_ctx_t       *ctx;
+    const llm_request_stats  *st;
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
 
@@ -181,37 +181,37 @@ ngx_http_llm_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
         return NGX_OK;
     }
 
-    ngx_http_llm_metrics_compute(st, &m);
+    llm_metrics_compute(st, &m);
 
     switch (data) {
 
     case NGX_HTTP_LLM_VAR_TTFT:
-        flag = NGX_HTTP_LLM_M_TTFT;
+        has = m.has_ttft;
         value = m.ttft_ms;
         break;
 
     case NGX_HTTP_LLM_VAR_QUEUE:
-        flag = NGX_HTTP_LLM_M_QUEUE;
+        has = m.has_queue;
         value = m.queue_ms;
         break;
 
     case NGX_HTTP_LLM_VAR_GENERATION:
-        flag = NGX_HTTP_LLM_M_GENERATION;
+        has = m.has_generation;
         value = m.generation_ms;
         break;
 
     case NGX_HTTP_LLM_VAR_ITL:
-        flag = NGX_HTTP_LLM_M_ITL;
+        has = m.has_mean_itl;
         value = m.mean_itl_ms;
         break;
 
     default: /* NGX_HTTP_LLM_VAR_TPS */
-        flag = NGX_HTTP_LLM_M_TPS;
+        has = m.has_tps;
         value = m.tokens_per_second;
         break;
     }
 
-    if (!(m.set & flag)) {
+    if (!has) {
         v->not_found = 1;
         return NGX_OK;
     }

