@@ -39,12 +39,33 @@ KFLAGS_avx512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c -mavx2
 KFLAGS_avx2   = -mavx2 -mfma -mf16c
 KFLAGS_generic =
 
-# CUDA backend: compiled whenever nvcc exists (see cuda/).
+# CUDA backend: compiled whenever nvcc exists (see cuda/, docs/cuda.md).
 NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+# A100 and H100/H200 machine code, plus PTX that newer GPUs compile at load.
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 \
+             -gencode arch=compute_90a,code=sm_90a \
+             -gencode arch=compute_80,code=compute_80
+NVCCFLAGS  = -O3 -std=c++17 $(CUDA_ARCH) -Iengine -Icuda \
+             -Xcompiler -fPIC,-fvisibility=hidden
+# host code of the backend (plain C, also tested without CUDA) and of its
+# tests (the host reference, random in-memory models)
+CUDA_C_OBJS    = $(patsubst %.c,$(BUILD)/%.o,cuda/cu_plan.c cuda/cu_weights.c \
+                 cuda/cu_forward.c cuda/cu_util.c)
+CUDA_TEST_OBJS = $(patsubst %.c,$(BUILD)/%.o,cuda/cu_ref.c cuda/cu_testmodel.c)
+CUDA_CU_OBJS   = $(patsubst %.cu,$(BUILD)/%.o,$(wildcard cuda/*.cu))
+CUDA_LIBS      = -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublas -lcublasLt
 
-.PHONY: all lib cli module unit test run deps asan clean bench
+.PHONY: all lib cli module unit test run deps asan clean bench cuda
 
 all: lib cli module
+ifneq ($(NVCC),)
+ifeq ($(SANITIZE),)
+ifneq ($(LLM_CUDA_WIP),)
+all: cuda
+endif
+endif
+endif
 
 lib: $(BUILD)/libllm.a
 cli: $(BUILD)/llm
@@ -70,6 +91,31 @@ $(BUILD)/llm: $(TOOL_SRCS) $(wildcard tools/*.h) $(BUILD)/libllm.a
 $(BUILD)/t/%: t/unit/%.c $(wildcard t/unit/*.h) $(BUILD)/libllm.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -It/unit -o $@ $< $(BUILD)/libllm.a $(LDFLAGS) $(LIBS)
+
+$(BUILD)/cuda/%.o: cuda/%.c $(wildcard cuda/*.h) engine/*.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Icuda -c $< -o $@
+
+$(BUILD)/t/test_cuda_ref: t/unit/test_cuda_ref.c $(CUDA_C_OBJS) $(CUDA_TEST_OBJS) $(BUILD)/libllm.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -It/unit -Icuda -o $@ $< $(CUDA_C_OBJS) $(CUDA_TEST_OBJS) $(BUILD)/libllm.a $(LDFLAGS) $(LIBS)
+
+# The CUDA backend (needs nvcc, not a GPU) and its GPU checks (t/gpu/run.sh).
+cuda: $(BUILD)/libllm_cuda.so $(BUILD)/gpu/test_kernels $(BUILD)/gpu/bench
+
+$(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.h cuda/*.cuh) engine/*.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/libllm_cuda.so: $(CUDA_CU_OBJS) $(CUDA_C_OBJS) cuda/exports.map
+	$(NVCC) $(CUDA_ARCH) -shared -o $@ $(CUDA_CU_OBJS) $(CUDA_C_OBJS) \
+	    -Xlinker --version-script=cuda/exports.map $(CUDA_LIBS)
+
+$(BUILD)/gpu/%: t/gpu/%.c $(wildcard t/gpu/*.h) $(CUDA_CU_OBJS) $(CUDA_C_OBJS) $(CUDA_TEST_OBJS) $(BUILD)/libllm.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Icuda -I$(CUDA_HOME)/include -c $< -o $@.o
+	$(NVCC) $(CUDA_ARCH) -o $@ $@.o $(CUDA_CU_OBJS) $(CUDA_C_OBJS) \
+	    $(CUDA_TEST_OBJS) $(BUILD)/libllm.a $(CUDA_LIBS) $(LIBS)
 
 # The nginx module, built against Debian's nginx-dev (or NGINX_SRC=).
 module: $(BUILD)/ngx_http_llm_module.so

@@ -24,6 +24,13 @@ struct llm_backend {
     int        (*forward)(llm_backend *b, const llm_batch *batch,
                           float *logits, char *err);
     void       (*free)(llm_backend *b);
+
+    /* Optional (NULL when a backend lacks it; the engine may adopt it for
+     * greedy requests): like forward, but writes only the argmax token id
+     * of each logits row, computed on the device, so a step copies
+     * n_logits ids back instead of n_logits x vocab floats. */
+    int        (*forward_greedy)(llm_backend *b, const llm_batch *batch,
+                                 int32_t *ids, char *err);
 };
 
 typedef struct {
