@@ -48,6 +48,14 @@ def llama3_inv_freq(inv_freq, rs):
     return torch.where(is_medium, smoothed, inv_l)
 
 
+def linear(x, w, w_mkldnn=None):
+    """x @ w.T.  Debian's torch uses the reference BLAS (~3 GFLOP/s); its oneDNN (mkldnn) path
+    is 5x faster for the vocab projection of many positions and still accumulates in float32."""
+    if w_mkldnn is not None and x.dim() == 2 and x.shape[0] > 8:
+        return torch._C._nn.mkldnn_linear(x.contiguous().to_mkldnn(), w_mkldnn).to_dense()
+    return x @ w.T
+
+
 class RefModel:
     def __init__(self, model_dir, rope_scaling=True):
         cfg = self.cfg = hfmodel.load_config(model_dir)
@@ -64,6 +72,7 @@ class RefModel:
         self.lm_head = self.W.get('lm_head.weight')
         if self.lm_head is None or cfg.get('tie_word_embeddings'):
             self.lm_head = self.W['model.embed_tokens.weight']
+        self.lm_head_mkldnn = self.lm_head.to_mkldnn() if torch.backends.mkldnn.is_available() else None
         theta = cfg.get('rope_theta', 10000.0)
         inv = 1.0 / (theta ** (torch.arange(0, self.HD, 2, dtype=torch.int64).float() / self.HD))
         rs = cfg.get('rope_scaling')
@@ -128,7 +137,7 @@ class RefModel:
             g = torch.nn.functional.silu(h @ W[p + 'mlp.gate_proj.weight'].T)
             x = x + (g * (h @ W[p + 'mlp.up_proj.weight'].T)) @ W[p + 'mlp.down_proj.weight'].T
         x = self.rmsnorm(x, W['model.norm.weight'])
-        return x @ self.lm_head.T
+        return linear(x, self.lm_head, self.lm_head_mkldnn)
 
     def logits(self, ids):
         return self.forward(ids, self.new_cache(), 0).numpy()

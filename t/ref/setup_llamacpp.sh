@@ -11,12 +11,13 @@ cd "$(dirname "$0")/../.."
 OUT=${1:-build/ref}
 BUNDLE=node_modules/node-llama-cpp/llama/gitRelease.bundle
 LIBS=$PWD/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
-SRC=$OUT/llama.cpp
 
 for f in "$BUNDLE" "$LIBS/libllama.v0.4.0.so"; do
     [ -e "$f" ] || { echo "setup_llamacpp: $f missing (run tools/install_deps.sh)" >&2; exit 1; }
 done
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+SRC=$OUT/llama.cpp
 if [ ! -f "$SRC/gguf-py/gguf/__init__.py" ]; then
     rm -rf "$SRC"
     git clone -q --no-checkout "$BUNDLE" "$SRC" 2>/dev/null
@@ -29,6 +30,6 @@ if [ ! -x "$BIN" ] || [ t/ref/llama_logits.c -nt "$BIN" ]; then
         -I"$SRC/ggml/include" -L"$LIBS" -l:libllama.v0.4.0.so \
         -l:libggml.v0.4.0.so -l:libggml-base.so -Wl,-rpath,"$LIBS"
 fi
-echo "LLAMA_SRC=$PWD/$SRC"
-echo "LLAMA_LOGITS=$PWD/$BIN"
+echo "LLAMA_SRC=$SRC"
+echo "LLAMA_LOGITS=$BIN"
 echo "GGML_BACKEND_DIR=$LIBS"
