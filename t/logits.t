@@ -47,11 +47,12 @@ TOL_REL = 1e-4
 GEN_TOKENS = 64
 PROMPT = 'The llama (🦙) grazes near Cusco; 東京 is far away. Count: 1, 2, 3,'
 
-# name, tokenizer, make-model options, positions, generate?
+# name, tokenizer, make-model options, positions, generate?  (Generation runs on untied models:
+# a random model with tied embeddings mostly repeats its input token, which tests little.)
 CASES = [
-    ('llama31-bf16-tied-rope', 'llama3_1', '--rope-llama3 --tie --seed 11', 200, True),
+    ('llama31-bf16-tied-rope', 'llama3_1', '--rope-llama3 --tie --seed 11', 200, False),
     ('llama31-bf16-tied-rope-sharded', 'llama3_1', '--rope-llama3 --tie --seed 11 --shards 3', 200, False),
-    ('llama3-f32-gqa4', 'llama3_1', '--heads 8 --kv-heads 2 --dtype f32 --seed 12', 128, True),
+    ('llama31-f32-gqa4-rope', 'llama3_1', '--rope-llama3 --heads 8 --kv-heads 2 --dtype f32 --seed 12', 128, True),
     ('llama3-f16-mha', 'llama3_1', '--heads 4 --kv-heads 4 --layers 3 --dtype f16 --seed 13', 96, False),
     ('mistral-bf16', 'mistral', '--arch mistral --seed 21', 128, True),
     ('mistral-f32-tied-mqa', 'mistral', '--arch mistral --dtype f32 --tie --kv-heads 1 --seed 22', 96, False),
@@ -147,7 +148,8 @@ def check_generate(name, model_dir, ref):
     if n is None:
         same = len(ids) == len(want) or (len(want) < GEN_TOKENS and want[-1] in ref.eos
                                          and ids == want[:-1])
-        ok(same, f'{name}: greedy ids equal the torch reference ({len(want)} tokens)',
+        ok(same, f'{name}: greedy ids equal the torch reference ({len(want)} tokens, '
+           f'{len(set(want))} distinct, smallest top-2 gap {min(gaps):.3g})',
            f'engine {ids}\nref    {want}')
     else:
         # a divergence is acceptable only where the reference itself had a near-tie
@@ -191,7 +193,7 @@ def main():
                     if got is not None:
                         check_logits(f'{name}: engine vs llama.cpp', got, lcl, tol)
 
-            if 'rope' in name and 'sharded' not in name:
+            if name == 'llama31-bf16-tied-rope':
                 plain = ref_torch.RefModel(d, rope_scaling=False).logits(ids)
                 effect = float(np.abs(plain - want).max())
                 ok(effect > 10 * tol, f'{name}: llama3 rope scaling moves the logits by '

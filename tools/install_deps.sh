@@ -6,7 +6,7 @@ set -eu
 cd "$(dirname "$0")/.."
 
 APT_PKGS="build-essential nginx nginx-dev libyajl-dev libpcre2-dev
-libutf8proc-dev curl python3 python3-torch python3-numpy python3-jinja2
+libutf8proc-dev curl python3 python3-torch python3-numpy python3-jinja2 python3-yaml
 wrk prometheus nodejs npm git cmake"
 
 missing=""
