@@ -10,7 +10,9 @@
 
 static int  tap_n, tap_failed;
 
-static void
+#define TAP_UNUSED  __attribute__((unused))
+
+TAP_UNUSED static void
 tap_ok(int cond, const char *fmt, ...)
 {
     va_list  ap;
@@ -27,7 +29,7 @@ tap_ok(int cond, const char *fmt, ...)
     fflush(stdout);
 }
 
-static void
+TAP_UNUSED static void
 tap_diag(const char *fmt, ...)
 {
     va_list  ap;
@@ -39,7 +41,7 @@ tap_diag(const char *fmt, ...)
     printf("\n");
 }
 
-static int
+TAP_UNUSED static int
 tap_done(void)
 {
     printf("1..%d\n", tap_n);

