@@ -56,7 +56,7 @@ CUDA_TEST_OBJS = $(patsubst %.c,$(BUILD)/%.o,cuda/cu_ref.c cuda/cu_testmodel.c)
 CUDA_CU_OBJS   = $(patsubst %.cu,$(BUILD)/%.o,$(wildcard cuda/*.cu))
 CUDA_LIBS      = -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublas -lcublasLt
 
-.PHONY: all lib cli module unit test run deps asan clean bench cuda
+.PHONY: all lib cli module unit test run deps asan clean bench fuzz-jinja cuda
 
 all: lib cli module
 ifneq ($(NVCC),)
@@ -101,7 +101,8 @@ $(BUILD)/t/test_cuda_ref: t/unit/test_cuda_ref.c $(CUDA_C_OBJS) $(CUDA_TEST_OBJS
 	$(CC) $(CFLAGS) -It/unit -Icuda -o $@ $< $(CUDA_C_OBJS) $(CUDA_TEST_OBJS) $(BUILD)/libllm.a $(LDFLAGS) $(LIBS)
 
 # The CUDA backend (needs nvcc, not a GPU) and its GPU checks (t/gpu/run.sh).
-cuda: $(BUILD)/libllm_cuda.so $(BUILD)/gpu/test_kernels $(BUILD)/gpu/bench
+cuda: $(BUILD)/libllm_cuda.so $(BUILD)/gpu/test_kernels $(BUILD)/gpu/bench \
+      $(BUILD)/gpu/e2e
 
 $(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.h cuda/*.cuh) engine/*.h
 	@mkdir -p $(dir $@)
@@ -138,6 +139,11 @@ asan:
 
 bench: all
 	bench/run.sh $(BUILD)
+
+# libFuzzer run over the chat template engine (docs/chat-templates.md).
+FUZZ_SECONDS ?= 60
+fuzz-jinja:
+	t/templates/fuzz.sh $(BUILD) $(FUZZ_SECONDS)
 
 clean:
 	rm -rf build

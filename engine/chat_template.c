@@ -193,6 +193,7 @@ llm_chat_template_load(const char *dir, char *err)
         cfg = yajl_tree_parse(text, yerr, sizeof(yerr));
         free(text);
         if (cfg == NULL) {
+            yerr[strcspn(yerr, "\n")] = '\0';     /* yajl adds a context line */
             llm_errf(err, "%s: invalid JSON: %s", path, yerr);
             free(t);
             return NULL;

@@ -75,6 +75,7 @@ typedef struct jv_func   jv_func;
 typedef struct jv_loop   jv_loop;
 typedef struct jv_obj    jv_obj;
 typedef struct jv_undef  jv_undef;
+typedef struct jinja_vm  jinja_vm;
 
 typedef struct {
     uint8_t   type;
@@ -119,11 +120,25 @@ typedef enum {
     JI_RANGE                    /* re-iterable, sized, indexable, repr range(a, b) */
 } jv_iter_kind;
 
+typedef struct {
+    jv           *pos;
+    size_t        npos;
+    struct jinja_kwarg  *kw;
+    size_t        nkw;
+} jinja_args;
+
+typedef jv (*jinja_filter_fn)(jinja_vm *vm, jv value, jinja_args *a);
+
 struct jv_iter {
-    uint8_t    kind;
-    jv_list   *items;           /* materialised items */
-    size_t     pos;             /* one-pass kinds: items consumed so far */
-    int64_t    start, stop, step;   /* JI_RANGE */
+    uint8_t          kind;
+    jv_list         *items;     /* materialised items */
+    size_t           pos;       /* one-pass kinds: items consumed so far */
+    int64_t          start, stop, step;     /* JI_RANGE */
+    /* A generator filter that has not run yet: Python runs a generator's
+     * body only when something iterates it, errors included. */
+    jinja_filter_fn  lazy_fn;
+    jv               lazy_value;
+    jinja_args       lazy_args;
 };
 
 /* Why a value is undefined, for the error raised when it is used. */
@@ -149,23 +164,15 @@ typedef enum {
     JF_LOOP_RECURSE
 } jv_func_kind;
 
-typedef struct jinja_vm     jinja_vm;
 typedef struct jinja_node   jinja_node;
 typedef struct jinja_scope  jinja_scope;
 
-/* Arguments of a call, after evaluation. */
-typedef struct {
+/* A keyword argument of a call, after evaluation. */
+typedef struct jinja_kwarg {
     const char  *name;
     uint32_t     len;
     jv           val;
 } jinja_kwarg;
-
-typedef struct {
-    jv           *pos;
-    size_t        npos;
-    jinja_kwarg  *kw;
-    size_t        nkw;
-} jinja_args;
 
 typedef jv (*jinja_builtin_fn)(jinja_vm *vm, jinja_args *a);
 typedef jv (*jinja_method_fn)(jinja_vm *vm, jv self, jinja_args *a);
@@ -246,13 +253,14 @@ typedef enum {
 #define NF_USES_VARARGS  0x02   /* macro body mentions varargs */
 #define NF_USES_KWARGS   0x04   /* ... kwargs */
 #define NF_USES_CALLER   0x08   /* ... caller */
+#define NF_CONST_COPY    0x10   /* N_CONST folded from a list or dict literal:
+                                 * each evaluation gets its own copy */
 
 typedef struct {
     jinja_node  **v;
     uint32_t      n, cap;
 } jinja_nodes;
 
-typedef jv (*jinja_filter_fn)(jinja_vm *vm, jv value, jinja_args *a);
 typedef int (*jinja_test_fn)(jinja_vm *vm, jv value, jinja_args *a);
 
 struct jinja_node {
@@ -304,6 +312,9 @@ struct jinja_vm {
     jinja_scope     *root;          /* template variables */
     uint64_t         steps, max_steps;
     int              depth, max_depth;
+    int              const_mode;    /* folding constants while parsing: names
+                                     * and calls are "impossible", slices
+                                     * forgive like the sandbox's getitem() */
     const char      *date;          /* pinned "YYYY-MM-DD[ HH:MM:SS]" or NULL */
 };
 
@@ -354,6 +365,8 @@ void  jv_dict_set(jinja_vm *vm, jv dict, jv key, jv val);
 int   jv_dict_get(jv dict, jv key, jv *val);           /* 1 if found */
 int   jv_dict_get_str(jv dict, const char *key, size_t len, jv *val);
 jv    jv_iter_new(jinja_vm *vm, int kind, jv_list *items);
+jv    jv_lazy_new(jinja_vm *vm, jinja_filter_fn fn, jv value, jinja_args *a);
+void  jv_iter_force(jinja_vm *vm, jv_iter *it);
 jv    jv_func_new(jinja_vm *vm, int kind, const char *name);
 
 int   jv_truthy(jv v);
@@ -430,6 +443,7 @@ void  jinja_escape_html(jinja_vm *vm, jinja_buf *b, const char *s, size_t len);
 jinja_template *jinja_parse(const char *src, size_t len, char *err);
 void            jinja_template_free(jinja_template *t);
 jinja_filter_fn jinja_filter_lookup(const char *name, size_t len, int *known);
+int             jinja_filter_needs_context(jinja_filter_fn f);
 jinja_test_fn   jinja_test_lookup(const char *name, size_t len, int *known);
 uint32_t        jinja_name_hash(const char *s, size_t len);
 
@@ -440,6 +454,8 @@ uint32_t        jinja_name_hash(const char *s, size_t len);
  * is a raise_exception() message, copied verbatim. */
 char *jinja_render(const jinja_template *t, jinja_vm *vm, size_t *len);
 void  jinja_vm_init(jinja_vm *vm);
+jv    jinja_eval_const(jinja_vm *vm, const jinja_node *n);
+int   jv_safe_repr(jv v);
 void  jinja_vm_free(jinja_vm *vm);
 jv    jinja_call(jinja_vm *vm, jv callee, jinja_args *a);
 jv    jinja_call_filter(jinja_vm *vm, const char *name, size_t len, jv value,
@@ -454,6 +470,7 @@ void  jinja_scope_set(jinja_vm *vm, jinja_scope *s, const char *name,
 jv    jinja_getattr(jinja_vm *vm, jv obj, const char *name, size_t len);
 jv    jinja_getitem(jinja_vm *vm, jv obj, jv key);
 jv    jinja_slice(jinja_vm *vm, jv obj, jv start, jv stop, jv step);
+jv    jinja_slice_strict(jinja_vm *vm, jv obj, jv start, jv stop, jv step);
 jv    jinja_binop(jinja_vm *vm, int op, jv a, jv b);
 jv    jinja_negate(jinja_vm *vm, jv a, int plus);
 int   jinja_contains(jinja_vm *vm, jv container, jv item);

@@ -553,6 +553,83 @@ eval_compare(jinja_vm *vm, jinja_scope *s, const jinja_node *n)
 }
 
 
+/* Python values that jinja2's optimizer can write back as literals
+ * (compiler.has_safe_repr): only those constants get folded. */
+int
+jv_safe_repr(jv v)
+{
+    size_t  i;
+
+    switch (v.type) {
+    case JV_NONE: case JV_BOOL: case JV_INT: case JV_FLOAT: case JV_STR:
+        return 1;
+    case JV_LIST:
+    case JV_TUPLE:
+        if (v.flags & JV_GROUP) {
+            return 0;       /* groupby()'s namedtuple is not a plain tuple */
+        }
+        for (i = 0; i < v.u.list->n; i++) {
+            if (!jv_safe_repr(v.u.list->items[i])) {
+                return 0;
+            }
+        }
+        return 1;
+    case JV_DICT:
+        for (i = 0; i < v.u.dict->n; i++) {
+            if (!jv_safe_repr(v.u.dict->keys[i]) || !jv_safe_repr(v.u.dict->vals[i])) {
+                return 0;
+            }
+        }
+        return 1;
+    case JV_ITER:
+        return v.u.iter->kind == JI_RANGE;
+    default:
+        return 0;
+    }
+}
+
+
+/* A fresh copy of a folded list or dict constant: jinja2 writes folded
+ * constants into the generated code as literals, so every evaluation
+ * builds a new object (and list.pop() cannot change the template). */
+static jv
+copy_const(jinja_vm *vm, jv v)
+{
+    jv      c;
+    size_t  i;
+
+    switch (v.type) {
+    case JV_LIST:
+    case JV_TUPLE:
+        c = v.type == JV_LIST ? jv_list_new(vm, v.u.list->n) : jv_tuple_new(vm, v.u.list->n);
+        for (i = 0; i < v.u.list->n; i++) {
+            c.u.list->items[i] = copy_const(vm, v.u.list->items[i]);
+        }
+        c.u.list->n = v.u.list->n;
+        c.flags = v.flags;
+        return c;
+    case JV_DICT:
+        c = jv_dict_new(vm, v.u.dict->n);
+        for (i = 0; i < v.u.dict->n; i++) {
+            jv_dict_set(vm, c, v.u.dict->keys[i], copy_const(vm, v.u.dict->vals[i]));
+        }
+        return c;
+    default:
+        return v;
+    }
+}
+
+
+/* Node.as_const() of jinja2: the value of n computed while parsing, or a
+ * failure (longjmp) when n needs the render context. */
+jv
+jinja_eval_const(jinja_vm *vm, const jinja_node *n)
+{
+    vm->const_mode = 1;
+    return eval(vm, NULL, n);
+}
+
+
 static jv
 eval(jinja_vm *vm, jinja_scope *s, const jinja_node *n)
 {
@@ -564,8 +641,11 @@ eval(jinja_vm *vm, jinja_scope *s, const jinja_node *n)
     tick(vm);
     switch (n->kind) {
     case N_CONST:
-        return n->val;
+        return (n->flags & NF_CONST_COPY) ? copy_const(vm, n->val) : n->val;
     case N_NAME:
+        if (vm->const_mode) {
+            jinja_fail(vm, "not a constant");
+        }
         return lookup_name(vm, s, n);
     case N_LIST:
     case N_TUPLE:
@@ -593,14 +673,23 @@ eval(jinja_vm *vm, jinja_scope *s, const jinja_node *n)
             jv  en = sl->b ? eval(vm, s, sl->b) : jv_none();
             jv  sp = sl->c ? eval(vm, s, sl->c) : jv_none();
 
-            return jinja_slice(vm, v, st, en, sp);
+            if (vm->const_mode) {
+                return jinja_slice(vm, v, st, en, sp);   /* sandbox getitem() */
+            }
+            return jinja_slice_strict(vm, v, st, en, sp);
         }
         return jinja_getitem(vm, v, eval(vm, s, n->b));
     case N_SLICE:
         jinja_fail(vm, "a slice is only valid inside []");
     case N_CALL:
+        if (vm->const_mode) {
+            jinja_fail(vm, "not a constant");
+        }
         return eval_call(vm, s, n, jv_undef_plain());
     case N_FILTER:
+        if (vm->const_mode && jinja_filter_needs_context(n->filter)) {
+            jinja_fail(vm, "not a constant");
+        }
         return apply_filter(vm, s, n, eval(vm, s, n->a));
     case N_TEST:
         v = eval(vm, s, n->a);
@@ -642,6 +731,9 @@ eval(jinja_vm *vm, jinja_scope *s, const jinja_node *n)
         if (n->c) {
             return eval(vm, s, n->c);
         }
+        if (vm->const_mode) {
+            jinja_fail(vm, "not a constant");
+        }
         hint = jinja_alloc(vm, 128);
         snprintf(hint, 128, "the inline if-expression on line %u evaluated to "
                  "false and no else section was defined.", n->line);
@@ -663,6 +755,7 @@ run_for(jinja_vm *vm, jinja_scope *s, const jinja_node *n, jv iterable, int dept
     jv            lv, filtered;
     size_t        i;
     jinja_flow    flow;
+    int           completed = 0;
 
     items = jv_iterate(vm, iterable);
     if (n->c) {
@@ -687,12 +780,6 @@ run_for(jinja_vm *vm, jinja_scope *s, const jinja_node *n, jv iterable, int dept
         copy.u.list->n = items->n;
         items = copy.u.list;
     }
-    if (items->n == 0) {
-        if (n->alt.n) {
-            exec_body(vm, jinja_scope_new(vm, s), &n->alt);
-        }
-        return jv_none();
-    }
     loop = jinja_alloc(vm, sizeof(jv_loop));
     memset(loop, 0, sizeof(*loop));
     loop->items = items;
@@ -713,6 +800,14 @@ run_for(jinja_vm *vm, jinja_scope *s, const jinja_node *n, jv iterable, int dept
         if (flow == JINJA_BREAK) {
             break;
         }
+        if (flow == JINJA_OK) {
+            completed = 1;
+        }
+    }
+    /* jinja2 clears its "no iteration" flag at the end of the body, so a
+     * loop whose every pass ended in break or continue runs its else */
+    if (!completed && n->alt.n) {
+        exec_body(vm, jinja_scope_new(vm, s), &n->alt);
     }
     return jv_none();
 }
@@ -735,9 +830,9 @@ exec_node(jinja_vm *vm, jinja_scope *s, const jinja_node *n)
             for (i = 0; i < n->a->args.n; i++) {
                 jv_write_str(vm, vm->out, eval(vm, s, n->a->args.v[i]));
             }
-            return JINJA_OK;
+        } else {
+            jv_write_str(vm, vm->out, eval(vm, s, n->a));
         }
-        jv_write_str(vm, vm->out, eval(vm, s, n->a));
         return JINJA_OK;
     case N_IF:
         if (jv_truthy(eval(vm, s, n->a))) {

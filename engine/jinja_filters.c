@@ -739,6 +739,7 @@ f_first(jinja_vm *vm, jv v, jinja_args *a)
                               || v.u.iter->kind == JI_REVERSED))
     {
         /* next(iter(gen)) takes one item only */
+        jv_iter_force(vm, v.u.iter);
         if (v.u.iter->pos < v.u.iter->items->n) {
             return v.u.iter->items->items[v.u.iter->pos++];
         }
@@ -840,7 +841,7 @@ f_reverse(jinja_vm *vm, jv v, jinja_args *a)
 
 
 static jv
-f_items(jinja_vm *vm, jv v, jinja_args *a)
+f_items_run(jinja_vm *vm, jv v, jinja_args *a)
 {
     jv      l, t;
     size_t  i;
@@ -996,7 +997,7 @@ f_sort(jinja_vm *vm, jv v, jinja_args *a)
 
 
 static jv
-f_unique(jinja_vm *vm, jv v, jinja_args *a)
+f_unique_run(jinja_vm *vm, jv v, jinja_args *a)
 {
     BIND("unique", 0, "case_sensitive", "attribute");
     jv_list  *l = jv_iterate(vm, v);
@@ -1071,7 +1072,7 @@ f_sum(jinja_vm *vm, jv v, jinja_args *a)
 
 
 static jv
-f_batch(jinja_vm *vm, jv v, jinja_args *a)
+f_batch_run(jinja_vm *vm, jv v, jinja_args *a)
 {
     BIND("batch", 1, "linecount", "fill_with");
     jv_list  *l = jv_iterate(vm, v);
@@ -1099,7 +1100,7 @@ f_batch(jinja_vm *vm, jv v, jinja_args *a)
 
 
 static jv
-f_slice(jinja_vm *vm, jv v, jinja_args *a)
+f_slice_run(jinja_vm *vm, jv v, jinja_args *a)
 {
     BIND("slice", 1, "slices", "fill_with");
     jv_list  *l = jv_iterate(vm, v);
@@ -1171,7 +1172,7 @@ f_groupby(jinja_vm *vm, jv v, jinja_args *a)
 /* ------------------------------------------------------------------ map / select */
 
 static jv
-f_map(jinja_vm *vm, jv v, jinja_args *a)
+f_map_run(jinja_vm *vm, jv v, jinja_args *a)
 {
     jv_list     *l;
     jv           out = jv_list_new(vm, 0), attr = jv_undef_plain(), dflt = jv_undef_plain();
@@ -1259,10 +1260,27 @@ select_reject(jinja_vm *vm, jv v, jinja_args *a, int by_attr, int reject)
 }
 
 
-static jv f_select(jinja_vm *vm, jv v, jinja_args *a) { return select_reject(vm, v, a, 0, 0); }
-static jv f_reject(jinja_vm *vm, jv v, jinja_args *a) { return select_reject(vm, v, a, 0, 1); }
-static jv f_selectattr(jinja_vm *vm, jv v, jinja_args *a) { return select_reject(vm, v, a, 1, 0); }
-static jv f_rejectattr(jinja_vm *vm, jv v, jinja_args *a) { return select_reject(vm, v, a, 1, 1); }
+static jv f_select_run(jinja_vm *vm, jv v, jinja_args *a) { return select_reject(vm, v, a, 0, 0); }
+static jv f_reject_run(jinja_vm *vm, jv v, jinja_args *a) { return select_reject(vm, v, a, 0, 1); }
+static jv f_selectattr_run(jinja_vm *vm, jv v, jinja_args *a) { return select_reject(vm, v, a, 1, 0); }
+static jv f_rejectattr_run(jinja_vm *vm, jv v, jinja_args *a) { return select_reject(vm, v, a, 1, 1); }
+
+
+/* jinja2 writes these filters as generator functions: calling one runs
+ * nothing until the result is iterated. */
+#define LAZY(name) \
+    static jv name(jinja_vm *vm, jv v, jinja_args *a) \
+    { return jv_lazy_new(vm, name##_run, v, a); }
+
+LAZY(f_items)
+LAZY(f_unique)
+LAZY(f_batch)
+LAZY(f_slice)
+LAZY(f_map)
+LAZY(f_select)
+LAZY(f_reject)
+LAZY(f_selectattr)
+LAZY(f_rejectattr)
 
 
 /* ------------------------------------------------------------------ misc */
@@ -1381,6 +1399,15 @@ static const struct {
     { "wordcount", f_wordcount }, { "wordwrap", f_unsupported },
     { "xmlattr", f_unsupported },
 };
+
+
+/* jinja2's @pass_context filters: never folded at compile time. */
+int
+jinja_filter_needs_context(jinja_filter_fn f)
+{
+    return f == f_map || f == f_select || f == f_reject || f == f_selectattr
+           || f == f_rejectattr || f == f_unsupported;
+}
 
 
 jinja_filter_fn

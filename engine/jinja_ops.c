@@ -455,6 +455,42 @@ jinja_slice(jinja_vm *vm, jv obj, jv start, jv stop, jv step)
 }
 
 
+/* obj[a:b:c] as Python does it: jinja2 compiles slices to a plain
+ * subscript, outside the sandbox's forgiving getitem(). */
+jv
+jinja_slice_strict(jinja_vm *vm, jv obj, jv start, jv stop, jv step)
+{
+    switch (obj.type) {
+    case JV_UNDEF:
+        jinja_fail_undefined(vm, obj);
+    case JV_LIST:
+    case JV_TUPLE:
+    case JV_STR:
+        break;
+    case JV_DICT:
+        jinja_fail(vm, "unhashable type: 'slice'");
+    case JV_ITER:
+        if (obj.u.iter->kind == JI_RANGE) {
+            break;
+        }
+        /* fall through */
+    default:
+        jinja_fail(vm, "'%s' object is not subscriptable", jv_type_name(obj));
+    }
+    if (!slice_arg_ok(start) || !slice_arg_ok(stop) || !slice_arg_ok(step)) {
+        jv  bad = !slice_arg_ok(start) ? start : !slice_arg_ok(stop) ? stop : step;
+
+        if (bad.type == JV_UNDEF) {
+            jinja_fail(vm, "slice indices must be integers or None or have an "
+                       "__index__ method");
+        }
+        jinja_fail(vm, "slice indices must be integers or None or have an "
+                   "__index__ method");
+    }
+    return jinja_slice(vm, obj, start, stop, step);
+}
+
+
 /* ------------------------------------------------------------------ arithmetic */
 
 static int
@@ -797,6 +833,7 @@ jinja_contains(jinja_vm *vm, jv c, jv item)
         }
         if (c.u.iter->kind == JI_GENERATOR || c.u.iter->kind == JI_REVERSED) {
             /* consumes up to and including the match, like Python */
+            jv_iter_force(vm, c.u.iter);
             l = c.u.iter->items;
             for (j = c.u.iter->pos; j < l->n; j++) {
                 if (jv_equal(vm, l->items[j], item)) {

@@ -1248,14 +1248,131 @@ subparse(jinja_parser *p, const char *const *end_tokens)
 }
 
 
-/* ------------------------------------------------------------------ check pass */
+/* ------------------------------------------------------------------ constants */
 
-typedef struct {
+/* jinja2 compiles a template after folding its constant expressions
+ * (optimizer.py): every expression whose as_const() succeeds becomes a
+ * literal when Python can write the value back as one, and a whole
+ * {{ ... }} of constants becomes text.  This mostly saves work, but it
+ * is observable: folding reads items through the sandbox's forgiving
+ * getitem(), so [1, 2]['a':] prints '' where a variable would raise.
+ * So we fold the same way, while parsing. */
+
+typedef struct jinja_check jinja_check;
+static int try_const(jinja_check *c, const jinja_node *n, jv *out);
+
+
+static int
+is_foldable(const jinja_node *n)
+{
+    switch (n->kind) {
+    case N_LIST: case N_TUPLE: case N_DICT: case N_GETATTR: case N_GETITEM:
+    case N_BINARY: case N_UNARY: case N_AND: case N_OR: case N_CONCAT:
+    case N_COMPARE: case N_CONDEXPR: case N_TEST:
+        return 1;
+    case N_FILTER:
+        return n->a != NULL;
+    default:
+        return 0;
+    }
+}
+
+
+static void
+make_const(jinja_node *n, jv v)
+{
+    n->kind = N_CONST;
+    n->val = v;
+    n->flags = (v.type == JV_LIST || v.type == JV_TUPLE || v.type == JV_DICT)
+               ? NF_CONST_COPY : 0;
+    n->a = n->b = n->c = n->d = NULL;
+    memset(&n->args, 0, sizeof(n->args));
+    memset(&n->kwargs, 0, sizeof(n->kwargs));
+    memset(&n->body, 0, sizeof(n->body));
+    memset(&n->alt, 0, sizeof(n->alt));
+}
+
+
+/* Folds the expression n bottom-up, as jinja2's Optimizer does. */
+static void
+fold(jinja_check *c, jinja_node *n)
+{
+    uint32_t  i;
+    jv        v;
+
+    if (n == NULL) {
+        return;
+    }
+    fold(c, n->a);
+    fold(c, n->b);
+    fold(c, n->c);
+    fold(c, n->d);
+    for (i = 0; i < n->args.n; i++) {
+        fold(c, n->args.v[i]);
+    }
+    for (i = 0; i < n->kwargs.n; i++) {
+        fold(c, n->kwargs.v[i]);
+    }
+    for (i = 0; i < n->alt.n; i++) {
+        fold(c, n->alt.v[i]);
+    }
+    if (is_foldable(n) && try_const(c, n, &v) && jv_safe_repr(v)) {
+        make_const(n, v);
+    }
+}
+
+
+/* {{ expr }}: a constant expression is printed at compile time, whatever
+ * its value (Undefined prints ''). */
+static void
+fold_output(jinja_check *c, jinja_node *n)
+{
+    jv  v;
+
+    fold(c, n);
+    if (n->kind != N_CONST && try_const(c, n, &v)) {
+        make_const(n, jv_make(JV_STR));
+        n->val = v;     /* printed with str() like any value */
+    }
+}
+
+
+/* ------------------------------------------------------------------ check pass *//* ------------------------------------------------------------------ check pass */
+
+struct jinja_check {
     jinja_vm  *vm;
     int        soft;        /* inside an if or a conditional expression */
     int        in_loop;     /* break/continue allowed */
     jinja_node *macro;      /* innermost macro, for varargs/kwargs/caller */
-} jinja_check;
+};
+
+
+/* Node.as_const(): evaluates n with no variables; any failure means
+ * "Impossible".  Bounded, so folding cannot stall the parser. */
+static int
+try_const(jinja_check *c, const jinja_node *n, jv *out)
+{
+    jinja_vm  *vm = c->vm;
+    jmp_buf    saved;
+    size_t     limit = vm->arena.limit;
+    uint32_t   line = vm->line;
+    int        ok = 0;
+
+    memcpy(saved, vm->jmp, sizeof(jmp_buf));
+    vm->arena.limit = vm->arena.total + ((size_t) 16 << 20);
+    vm->steps = 0;
+    vm->max_steps = 1000000;
+    if (setjmp(vm->jmp) == 0) {
+        *out = jinja_eval_const(vm, n);
+        ok = 1;
+    }
+    vm->const_mode = 0;
+    vm->depth = 0;
+    vm->line = line;
+    vm->arena.limit = limit;
+    memcpy(vm->jmp, saved, sizeof(jmp_buf));
+    return ok;
+}
 
 
 static void check_node(jinja_check *c, jinja_node *n);
@@ -1305,6 +1422,24 @@ check_function_body(jinja_check *c, jinja_node *n)
 }
 
 
+static int
+tuple_has_loop(const jinja_node *t)
+{
+    uint32_t  i;
+
+    for (i = 0; i < t->args.n; i++) {
+        const jinja_node  *x = t->args.v[i];
+
+        if ((x->kind == N_NAME && x->val.len == 4 && memcmp(x->val.u.s, "loop", 4) == 0)
+            || (x->kind == N_TUPLE && tuple_has_loop(x)))
+        {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+
 static void
 check_node(jinja_check *c, jinja_node *n)
 {
@@ -1317,6 +1452,7 @@ check_node(jinja_check *c, jinja_node *n)
     case N_NAME:
         check_name_use(c, n);
         return;
+
     case N_FILTER:
     case N_TEST:
         if ((n->flags & 0x100) && !c->soft) {
@@ -1331,6 +1467,14 @@ check_node(jinja_check *c, jinja_node *n)
         c->soft = 1;
         break;
     case N_FOR:
+        if ((n->a->kind == N_NAME && n->a->val.len == 4
+             && memcmp(n->a->val.u.s, "loop", 4) == 0)
+            || (n->a->kind == N_TUPLE && tuple_has_loop(n->a)))
+        {
+            c->vm->line = n->line;
+            jinja_fail(c->vm, "syntax error: Can't assign to special loop variable "
+                       "in for-loop target");
+        }
         check_node(c, n->b);            /* the iterable: the outer frame */
         c->soft = 0;
         check_node(c, n->a);
@@ -1384,6 +1528,86 @@ check_node(jinja_check *c, jinja_node *n)
 }
 
 
+/* ------------------------------------------------------------------ fold pass */
+
+/* The arguments of a filter chain ({% filter %}, {% set x | f %}). */
+static void
+fold_chain(jinja_check *c, jinja_node *f)
+{
+    uint32_t  i;
+
+    for (; f; f = f->a) {
+        for (i = 0; i < f->args.n; i++) {
+            fold(c, f->args.v[i]);
+        }
+        for (i = 0; i < f->kwargs.n; i++) {
+            fold(c, f->kwargs.v[i]);
+        }
+        fold(c, f->c);
+        fold(c, f->d);
+    }
+}
+
+
+static void
+fold_body(jinja_check *c, jinja_nodes *body)
+{
+    uint32_t     i, k;
+    jinja_node  *n;
+
+    for (i = 0; i < body->n; i++) {
+        n = body->v[i];
+        switch (n->kind) {
+        case N_OUTPUT:
+            if (n->flags & 0x200) {
+                for (k = 0; k < n->a->args.n; k++) {
+                    fold_output(c, n->a->args.v[k]);
+                }
+            } else {
+                fold_output(c, n->a);
+            }
+            break;
+        case N_IF:
+            fold(c, n->a);
+            break;
+        case N_FOR:
+            fold(c, n->b);
+            fold(c, n->c);
+            break;
+        case N_SET:
+            fold(c, n->b);
+            break;
+        case N_SET_BLOCK:
+        case N_FILTER_BLOCK:
+            fold_chain(c, n->c);
+            break;
+        case N_MACRO:
+            for (k = 0; k < n->alt.n; k++) {
+                fold(c, n->alt.v[k]);
+            }
+            break;
+        case N_CALL_BLOCK:
+            fold(c, n->a);
+            for (k = 0; k < n->alt.n; k++) {
+                fold(c, n->alt.v[k]);
+            }
+            break;
+        case N_WITH:
+            for (k = 0; k < n->alt.n; k++) {
+                fold(c, n->alt.v[k]);
+            }
+            break;
+        default:
+            break;
+        }
+        if (n->kind != N_WITH) {
+            fold_body(c, &n->alt);      /* else / elif branches */
+        }
+        fold_body(c, &n->body);
+    }
+}
+
+
 /* ------------------------------------------------------------------ entry */
 
 jinja_template *
@@ -1418,6 +1642,7 @@ jinja_parse(const char *src, size_t len, char *err)
     memset(&c, 0, sizeof(c));
     c.vm = &vm;
     check_list(&c, &body);
+    fold_body(&c, &body);
 
     t = jinja_alloc(&vm, sizeof(jinja_template));
     t->body = body;

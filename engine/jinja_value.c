@@ -489,6 +489,34 @@ jv_iter_new(jinja_vm *vm, int kind, jv_list *items)
 
 
 jv
+jv_lazy_new(jinja_vm *vm, jinja_filter_fn fn, jv value, jinja_args *a)
+{
+    jv  v = jv_iter_new(vm, JI_GENERATOR, NULL);
+
+    v.u.iter->lazy_fn = fn;
+    v.u.iter->lazy_value = value;
+    v.u.iter->lazy_args = *a;
+    return v;
+}
+
+
+void
+jv_iter_force(jinja_vm *vm, jv_iter *it)
+{
+    jinja_filter_fn  fn = it->lazy_fn;
+    jv               r;
+
+    if (fn == NULL) {
+        return;
+    }
+    it->lazy_fn = NULL;
+    r = fn(vm, it->lazy_value, &it->lazy_args);
+    it->items = r.u.iter->items;
+    it->pos = r.u.iter->pos;
+}
+
+
+jv
 jv_func_new(jinja_vm *vm, int kind, const char *name)
 {
     jv        v = jv_make(JV_FUNC);
@@ -829,10 +857,13 @@ jv_iterate(jinja_vm *vm, jv v)
         return jv_str_chars(vm, v);
     case JV_ITER:
         if (v.u.iter->kind == JI_GENERATOR || v.u.iter->kind == JI_REVERSED) {
+            jv_iter_force(vm, v.u.iter);
             l = v.u.iter->items;
             t = jv_list_new(vm, 0);
-            t.u.list->items = l->items + v.u.iter->pos;
-            t.u.list->n = t.u.list->cap = l->n - v.u.iter->pos;
+            if (l->n > v.u.iter->pos) {
+                t.u.list->items = l->items + v.u.iter->pos;
+                t.u.list->n = t.u.list->cap = l->n - v.u.iter->pos;
+            }
             v.u.iter->pos = l->n;       /* consumed */
             return t.u.list;
         }

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 APT_PKGS="build-essential nginx nginx-dev libyajl-dev libpcre2-dev
 libutf8proc-dev curl python3 python3-torch python3-numpy python3-jinja2 python3-yaml
-wrk prometheus nodejs npm git cmake"
+wrk prometheus nodejs npm git cmake clang libclang-rt-14-dev"
 
 missing=""
 for p in $APT_PKGS; do
