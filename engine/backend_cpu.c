@@ -110,6 +110,32 @@ llm_rope_init(const llm_config *c, float *inv_freq)
 }
 
 
+/* Per-thread scratch for matmuls of up to n tokens, and for attention. */
+static void
+llm_cpu_reserve_scratch(llm_cpu_backend *b, int n)
+{
+    const llm_config  *c = &b->m->config;
+    size_t             need, attn;
+    int                i, kmax, gs = c->n_heads / c->n_kv_heads;
+
+    kmax = c->hidden > c->intermediate ? c->hidden : c->intermediate;
+    if (c->n_heads * c->head_dim > kmax) {
+        kmax = c->n_heads * c->head_dim;
+    }
+    need = llm_matmul_scratch_size(kmax, n);
+    attn = (size_t) gs * c->head_dim + 2 * gs + LLM_BLOCK_SIZE;
+    need = need > attn ? need : attn;
+    if (need <= b->scratch_floats) {
+        return;
+    }
+    for (i = 0; i < llm_threadpool_size(b->tp); i++) {
+        free(b->scratch[i]);
+        b->scratch[i] = llm_xmalloc(sizeof(float) * need);
+    }
+    b->scratch_floats = need;
+}
+
+
 static void
 llm_cpu_reserve(llm_cpu_backend *b, int n, int n_logits)
 {
@@ -139,6 +165,7 @@ llm_cpu_reserve(llm_cpu_backend *b, int n, int n_logits)
         b->xl = llm_xmalloc(sizeof(float) * (size_t) n_logits * c->hidden);
         b->cap_logits = n_logits;
     }
+    llm_cpu_reserve_scratch(b, n > n_logits ? n : n_logits);
 }
 
 
@@ -545,9 +572,8 @@ llm_backend_cpu_create(const llm_model *m, const llm_backend_config *cfg,
 {
     llm_cpu_backend   *b;
     const llm_config  *c = &m->config;
-    size_t             per_block, n_blocks, attn;
-    int                i, n_threads, gs = c->n_heads / c->n_kv_heads;
-    int                kmax;
+    size_t             per_block, n_blocks;
+    int                n_threads;
 
     per_block = llm_kv_bytes_per_token(c, sizeof(float)) * LLM_BLOCK_SIZE;
     n_blocks = cfg->kv_bytes / per_block;
@@ -582,18 +608,7 @@ llm_backend_cpu_create(const llm_model *m, const llm_backend_config *cfg,
     n_threads = cfg->threads > 0 ? cfg->threads : 1;
     b->tp = llm_threadpool_create(n_threads);
     n_threads = llm_threadpool_size(b->tp);
-    kmax = c->hidden > c->intermediate ? c->hidden : c->intermediate;
-    if (c->n_heads * c->head_dim > kmax) {
-        kmax = c->n_heads * c->head_dim;
-    }
-    attn = (size_t) gs * c->head_dim + 2 * gs + LLM_BLOCK_SIZE;
-    b->scratch_floats = llm_matmul_scratch_size(kmax);
-    if (attn > b->scratch_floats) {
-        b->scratch_floats = attn;
-    }
     b->scratch = llm_xcalloc(n_threads, sizeof(float *));
-    for (i = 0; i < n_threads; i++) {
-        b->scratch[i] = llm_xmalloc(sizeof(float) * b->scratch_floats);
-    }
+    llm_cpu_reserve_scratch(b, 1);
     return &b->base;
 }

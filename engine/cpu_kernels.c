@@ -37,7 +37,9 @@ llm_cpu_kernels_select(void)
 
 
 size_t
-llm_matmul_scratch_size(int K)
+llm_matmul_scratch_size(int K, int M)
 {
-    return (size_t) 48 * (size_t) K;     /* LLM_MATMUL_NB rows */
+    /* LLM_MATMUL_NB widened weight rows, and the M tokens packed in blocks
+     * of up to 64 (LLM_MATMUL_TMB on the widest ISA) */
+    return ((size_t) 48 + (size_t) M + 64) * (size_t) K;
 }

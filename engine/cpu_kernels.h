@@ -18,8 +18,8 @@ typedef struct {
     const char  *name;
 
     /* y[m * ldy + n] = sum_k x[m * ldx + k] * W[n][k]
-     * for m in [0, M), n in [n0, n1).  scratch: llm_matmul_scratch_size()
-     * floats, private to the calling thread. */
+     * for m in [0, M), n in [n0, n1).  scratch: llm_matmul_scratch_size(K,
+     * M) floats, private to the calling thread. */
     void   (*matmul)(const float *x, int ldx, int M, const llm_tensor *w,
                      int n0, int n1, float *y, int ldy, float *scratch);
 
@@ -40,8 +40,8 @@ typedef struct {
 
 const llm_cpu_kernels *llm_cpu_kernels_select(void);
 
-/* floats of scratch one thread needs for matmul over K inputs */
-size_t llm_matmul_scratch_size(int K);
+/* floats of scratch one thread needs for a matmul of M tokens over K inputs */
+size_t llm_matmul_scratch_size(int K, int M);
 
 extern const llm_cpu_kernels llm_cpu_kernels_avx512;
 extern const llm_cpu_kernels llm_cpu_kernels_avx2;

@@ -60,6 +60,8 @@ llm_v4_f16(const uint16_t *p)
 #define VLOAD_F16(p)        llm_v4_f16(p)
 #define MR                  2
 #define NR                  4
+#define TNR                 4
+#define TMV                 2
 #define KSUFFIX(name)       name##_generic
 #define KISA                "generic"
 

@@ -10,14 +10,19 @@
  *   VHSUM(v)              horizontal sum in one fixed order
  *   VLOAD_BF16(p)         VLEN bf16 values widened to f32
  *   VLOAD_F16(p)          VLEN f16 values widened to f32
- *   MR, NR                the matmul register tile (x rows by weight rows)
+ *   MR, NR                the dot-product register tile (x rows by weight rows)
+ *   TNR, TMV              the outer-product tile (weight rows by vectors of tokens)
  *   KSUFFIX(name)         name##_<isa>
  *   KISA                  "<isa>"
  *
- * The matmul computes every output as one dot product: VLEN lane-wise
- * partial sums over K in order, VHSUM, then the K % VLEN tail in order.  The
- * tile shapes only decide which dot products run together, never how one
- * is summed, so results do not depend on the batch size.
+ * The matmul has two forms.  Few tokens (decode): every output is one dot
+ * product, VLEN lane-wise partial sums over K then VHSUM, streaming the
+ * weights once.  Many tokens (prefill): tokens go in the vector lanes and
+ * each output is a single FMA chain over k, against weight rows widened to
+ * f32 once per block -- no horizontal sums, and the weights are reused from
+ * cache for every token.  Within each form the tiling never changes how an
+ * output is summed, so a token's result does not depend on which other
+ * tokens share its batch, as long as the batch stays in the same form.
  */
 
 #include <math.h>
@@ -31,6 +36,8 @@
 #define LLM_MATMUL_NB      48           /* weight rows widened per block */
 #define LLM_MATMUL_MB      64           /* x rows per block */
 #define LLM_MATMUL_SMALL_M MR           /* below this: widen on the fly */
+#define LLM_MATMUL_OUTER_M (2 * VLEN)   /* from here: outer-product tiles */
+#define LLM_MATMUL_TMB     (TMV * VLEN) /* tokens per outer-product block */
 
 
 LLM_ALWAYS_INLINE VEC
@@ -197,6 +204,150 @@ KSUFFIX(matmul_blocked)(const int dt, const float *x, int ldx, int M,
 }
 
 
+/*
+ * Outer-product tile: a panel of TNR weight rows widened to f32 and
+ * interleaved ([K][TNR]) times mv vectors of tokens from the packed token
+ * panel ([K][mv * VLEN]).  Each output is one FMA chain over k.  Only the
+ * first nr rows and mlen tokens are stored.
+ */
+LLM_ALWAYS_INLINE void
+KSUFFIX(tile_outer)(const int mv, const float *wp, int K, const float *xp,
+    float *y, int ldy, int n, int nr, int mlen)
+{
+    VEC    acc[TNR][mv], b;
+    float  tmp[VLEN];
+    int    i, j, k, l, m;
+
+    for (i = 0; i < TNR; i++) {
+        for (j = 0; j < mv; j++) {
+            acc[i][j] = VZERO();
+        }
+    }
+    for (k = 0; k < K; k++) {
+        for (i = 0; i < TNR; i++) {
+            b = VSET1(wp[i]);
+            for (j = 0; j < mv; j++) {
+                acc[i][j] = VFMA(b, VLOAD(xp + j * VLEN), acc[i][j]);
+            }
+        }
+        wp += TNR;
+        xp += mv * VLEN;
+    }
+    for (i = 0; i < nr; i++) {
+        for (j = 0; j < mv; j++) {
+            VSTORE(tmp, acc[i][j]);
+            for (l = 0; l < VLEN; l++) {
+                m = j * VLEN + l;
+                if (m < mlen) {
+                    y[(size_t) m * ldy + n + i] = tmp[l];
+                }
+            }
+        }
+    }
+}
+
+
+/* Widens weight rows [nb, nb + nlen) into interleaved panels of TNR rows,
+ * zero-padding the last panel. */
+LLM_ALWAYS_INLINE void
+KSUFFIX(pack_weights)(const int dt, const llm_tensor *w, int nb, int nlen,
+    float *wp)
+{
+    int          p, i, k, K = w->cols;
+    size_t       esz = dt == LLM_DTYPE_F32 ? 4 : 2;
+    const char  *row;
+    float       *dst;
+
+    for (p = 0; p < nlen; p += TNR) {
+        dst = wp + (size_t) p * K;
+        for (i = 0; i < TNR; i++) {
+            if (p + i >= nlen) {
+                for (k = 0; k < K; k++) {
+                    dst[(size_t) k * TNR + i] = 0.0f;
+                }
+                continue;
+            }
+            row = (const char *) w->data + (size_t) (nb + p + i) * K * esz;
+            for (k = 0; k < K; k++) {
+                dst[(size_t) k * TNR + i] = KSUFFIX(scalarw)(dt, row, k);
+            }
+        }
+    }
+}
+
+
+/* Packs tokens transposed: block b of TMB tokens is [K][mv * VLEN]. */
+static void
+KSUFFIX(pack_tokens)(const float *x, int ldx, int M, int K, float *xp)
+{
+    int     mb, mlen, mv, m, k;
+    float  *row;
+
+    for (mb = 0; mb < M; mb += LLM_MATMUL_TMB) {
+        mlen = M - mb < LLM_MATMUL_TMB ? M - mb : LLM_MATMUL_TMB;
+        mv = (mlen + VLEN - 1) / VLEN;
+        for (k = 0; k < K; k++) {
+            row = xp + (size_t) mb * K + (size_t) k * mv * VLEN;
+            for (m = 0; m < mv * VLEN; m++) {
+                row[m] = m < mlen ? x[(size_t) (mb + m) * ldx + k] : 0.0f;
+            }
+        }
+    }
+}
+
+
+/* Many tokens: pack them once, widen each block of weight rows once, and
+ * run outer-product tiles of every token block over it. */
+LLM_ALWAYS_INLINE void
+KSUFFIX(matmul_outer)(const int dt, const float *x, int ldx, int M,
+    const llm_tensor *w, int n0, int n1, float *y, int ldy, float *scratch)
+{
+    int     mb, nb, p, mlen, nlen, mv, K = w->cols;
+    float  *xp = scratch;
+    float  *wp = scratch + (size_t) (M + LLM_MATMUL_TMB) * K;
+    float  *yb;
+
+    KSUFFIX(pack_tokens)(x, ldx, M, K, xp);
+    for (nb = n0; nb < n1; nb += LLM_MATMUL_NB) {
+        nlen = n1 - nb < LLM_MATMUL_NB ? n1 - nb : LLM_MATMUL_NB;
+        KSUFFIX(pack_weights)(dt, w, nb, nlen, wp);
+        for (mb = 0; mb < M; mb += LLM_MATMUL_TMB) {
+            mlen = M - mb < LLM_MATMUL_TMB ? M - mb : LLM_MATMUL_TMB;
+            mv = (mlen + VLEN - 1) / VLEN;
+            yb = y + (size_t) mb * ldy;
+            for (p = 0; p < nlen; p += TNR) {
+                const float  *xb = xp + (size_t) mb * K;
+                const float  *wb = wp + (size_t) p * K;
+                int           nr = nlen - p < TNR ? nlen - p : TNR;
+
+                switch (mv) {
+                case 1:
+                    KSUFFIX(tile_outer)(1, wb, K, xb, yb, ldy, nb + p, nr,
+                                        mlen);
+                    break;
+#if TMV >= 2
+                case 2:
+                    KSUFFIX(tile_outer)(2, wb, K, xb, yb, ldy, nb + p, nr,
+                                        mlen);
+                    break;
+#endif
+#if TMV >= 4
+                case 3:
+                    KSUFFIX(tile_outer)(3, wb, K, xb, yb, ldy, nb + p, nr,
+                                        mlen);
+                    break;
+                case 4:
+                    KSUFFIX(tile_outer)(4, wb, K, xb, yb, ldy, nb + p, nr,
+                                        mlen);
+                    break;
+#endif
+                }
+            }
+        }
+    }
+}
+
+
 static void
 KSUFFIX(matmul)(const float *x, int ldx, int M, const llm_tensor *w, int n0,
     int n1, float *y, int ldy, float *scratch)
@@ -214,6 +365,23 @@ KSUFFIX(matmul)(const float *x, int ldx, int M, const llm_tensor *w, int n0,
         case LLM_DTYPE_F32:
             KSUFFIX(matmul_small)(LLM_DTYPE_F32, x, ldx, M, w, n0, n1, y,
                                   ldy);
+            break;
+        }
+        return;
+    }
+    if (M >= LLM_MATMUL_OUTER_M) {
+        switch (w->dtype) {
+        case LLM_DTYPE_BF16:
+            KSUFFIX(matmul_outer)(LLM_DTYPE_BF16, x, ldx, M, w, n0, n1, y,
+                                  ldy, scratch);
+            break;
+        case LLM_DTYPE_F16:
+            KSUFFIX(matmul_outer)(LLM_DTYPE_F16, x, ldx, M, w, n0, n1, y,
+                                  ldy, scratch);
+            break;
+        case LLM_DTYPE_F32:
+            KSUFFIX(matmul_outer)(LLM_DTYPE_F32, x, ldx, M, w, n0, n1, y,
+                                  ldy, scratch);
             break;
         }
         return;
