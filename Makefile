@@ -56,7 +56,7 @@ CUDA_TEST_OBJS = $(patsubst %.c,$(BUILD)/%.o,cuda/cu_ref.c cuda/cu_testmodel.c)
 CUDA_CU_OBJS   = $(patsubst %.cu,$(BUILD)/%.o,$(wildcard cuda/*.cu))
 CUDA_LIBS      = -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublas -lcublasLt
 
-.PHONY: all lib cli module unit test run deps asan clean bench fuzz-jinja cuda
+.PHONY: all lib cli module unit test run deps asan clean bench fuzz-jinja template-bench cuda
 
 all: lib cli module
 ifneq ($(NVCC),)
@@ -144,6 +144,12 @@ bench: all
 FUZZ_SECONDS ?= 60
 fuzz-jinja:
 	t/templates/fuzz.sh $(BUILD) $(FUZZ_SECONDS)
+
+# Chat template rendering latency, 50-message conversation (docs/chat-templates.md).
+template-bench: $(BUILD)/template_bench
+	$(BUILD)/template_bench
+$(BUILD)/template_bench: bench/template_bench.c $(BUILD)/libllm.a
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libllm.a $(LDFLAGS) $(LIBS)
 
 clean:
 	rm -rf build

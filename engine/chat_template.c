@@ -283,11 +283,8 @@ llm_json_value(jinja_vm *vm, yajl_val v, int depth)
     }
     switch (v->type) {
     case yajl_t_string:
-        n = strlen(v->u.string);
-        if (!ju_valid(v->u.string, n)) {
-            jinja_fail(vm, "a JSON string is not valid UTF-8");
-        }
-        return jv_str(v->u.string, n);
+        /* yajl_tree_parse() has validated the UTF-8 already */
+        return jv_str(v->u.string, strlen(v->u.string));
     case yajl_t_number:
         if (YAJL_IS_INTEGER(v)) {
             return jv_int(YAJL_GET_INTEGER(v));

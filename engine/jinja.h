@@ -298,6 +298,8 @@ struct jinja_scope {
         jv           val;
     }             *vars;
     uint32_t       n, cap;
+    uint32_t      *index;       /* past a few variables: hash -> var + 1 */
+    uint32_t       index_cap;
 };
 
 typedef enum { JINJA_OK = 0, JINJA_BREAK, JINJA_CONTINUE } jinja_flow;

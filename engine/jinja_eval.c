@@ -34,20 +34,71 @@ jinja_scope_new(jinja_vm *vm, jinja_scope *parent)
 }
 
 
+#define JINJA_SCOPE_LINEAR  8    /* up to this many variables: a linear scan */
+
+
+static int
+var_is(const struct jinja_var *v, const char *name, size_t len, uint32_t hash)
+{
+    return v->hash == hash && v->len == len && memcmp(v->name, name, len) == 0;
+}
+
+
+/* The variable's index in s, or -1. */
+static long
+scope_find(const jinja_scope *s, const char *name, size_t len, uint32_t hash)
+{
+    uint32_t  i, slot;
+
+    if (s->index == NULL) {
+        for (i = 0; i < s->n; i++) {
+            if (var_is(&s->vars[i], name, len, hash)) {
+                return (long) i;
+            }
+        }
+        return -1;
+    }
+    for (slot = hash & (s->index_cap - 1); s->index[slot];
+         slot = (slot + 1) & (s->index_cap - 1))
+    {
+        i = s->index[slot] - 1;
+        if (var_is(&s->vars[i], name, len, hash)) {
+            return (long) i;
+        }
+    }
+    return -1;
+}
+
+
+static void
+scope_reindex(jinja_vm *vm, jinja_scope *s)
+{
+    uint32_t  i, slot;
+
+    s->index_cap = s->cap * 2;
+    s->index = jinja_alloc(vm, s->index_cap * sizeof(uint32_t));
+    memset(s->index, 0, s->index_cap * sizeof(uint32_t));
+    for (i = 0; i < s->n; i++) {
+        for (slot = s->vars[i].hash & (s->index_cap - 1); s->index[slot];
+             slot = (slot + 1) & (s->index_cap - 1))
+        {
+        }
+        s->index[slot] = i + 1;
+    }
+}
+
+
 void
 jinja_scope_set(jinja_vm *vm, jinja_scope *s, const char *name, size_t len,
     uint32_t hash, jv val)
 {
-    uint32_t           i, cap;
+    long               i = scope_find(s, name, len, hash);
+    uint32_t           cap;
     struct jinja_var  *v;
 
-    for (i = 0; i < s->n; i++) {
-        if (s->vars[i].hash == hash && s->vars[i].len == len
-            && memcmp(s->vars[i].name, name, len) == 0)
-        {
-            s->vars[i].val = val;
-            return;
-        }
+    if (i >= 0) {
+        s->vars[i].val = val;
+        return;
     }
     if (s->n == s->cap) {
         cap = s->cap ? s->cap * 2 : 8;
@@ -57,28 +108,40 @@ jinja_scope_set(jinja_vm *vm, jinja_scope *s, const char *name, size_t len,
         }
         s->vars = v;
         s->cap = cap;
+        s->index = NULL;
     }
     v = &s->vars[s->n++];
     v->name = name;
     v->len = (uint32_t) len;
     v->hash = hash;
     v->val = val;
+    if (s->n > JINJA_SCOPE_LINEAR) {
+        scope_reindex(vm, s);
+    }
+}
+
+
+/* Forgets every variable of s (a loop scope between iterations). */
+static void
+scope_clear(jinja_scope *s)
+{
+    s->n = 0;
+    if (s->index) {
+        memset(s->index, 0, s->index_cap * sizeof(uint32_t));
+    }
 }
 
 
 static int
 scope_lookup(jinja_scope *s, const char *name, size_t len, uint32_t hash, jv *out)
 {
-    uint32_t  i;
+    long  i;
 
     for (; s; s = s->parent) {
-        for (i = 0; i < s->n; i++) {
-            if (s->vars[i].hash == hash && s->vars[i].len == len
-                && memcmp(s->vars[i].name, name, len) == 0)
-            {
-                *out = s->vars[i].val;
-                return 1;
-            }
+        i = scope_find(s, name, len, hash);
+        if (i >= 0) {
+            *out = s->vars[i].val;
+            return 1;
         }
     }
     return 0;
@@ -756,6 +819,7 @@ run_for(jinja_vm *vm, jinja_scope *s, const jinja_node *n, jv iterable, int dept
     size_t        i;
     jinja_flow    flow;
     int           completed = 0;
+    uint32_t      loop_hash = jinja_name_hash("loop", 4);
 
     items = jv_iterate(vm, iterable);
     if (n->c) {
@@ -763,7 +827,7 @@ run_for(jinja_vm *vm, jinja_scope *s, const jinja_node *n, jv iterable, int dept
         body = jinja_scope_new(vm, s);
         filtered = jv_list_new(vm, items->n);
         for (i = 0; i < items->n; i++) {
-            body->n = 0;
+            scope_clear(body);
             assign(vm, body, n->a, items->items[i]);
             if (jv_truthy(eval(vm, body, n->c))) {
                 jv_list_push(vm, filtered, items->items[i]);
@@ -792,9 +856,9 @@ run_for(jinja_vm *vm, jinja_scope *s, const jinja_node *n, jv iterable, int dept
     body = jinja_scope_new(vm, s);
     for (i = 0; i < items->n; i++) {
         tick(vm);
-        body->n = 0;
+        scope_clear(body);
         loop->index0 = i;
-        scope_set_lit(vm, body, "loop", lv);
+        jinja_scope_set(vm, body, "loop", 4, loop_hash, lv);
         assign(vm, body, n->a, items->items[i]);
         flow = exec_body(vm, body, &n->body);
         if (flow == JINJA_BREAK) {

@@ -9,6 +9,7 @@
  * when called.  list.pop() and list.clear() are not in jinja2's list of
  * mutating methods, so they work (and mutate) as in jinja2.
  */
+#define _GNU_SOURCE         /* memmem() */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -289,17 +290,10 @@ jinja_str_strip(jinja_vm *vm, jv s, jv chars, int left, int right)
 static const char *
 find_bytes(const char *h, size_t hlen, const char *n, size_t nlen)
 {
-    size_t  i;
-
     if (nlen == 0) {
         return h;
     }
-    for (i = 0; i + nlen <= hlen; i++) {
-        if (h[i] == n[0] && memcmp(h + i, n, nlen) == 0) {
-            return h + i;
-        }
-    }
-    return NULL;
+    return memmem(h, hlen, n, nlen);
 }
 
 
@@ -1208,6 +1202,41 @@ static const jinja_method_def list_methods[] = {
     { NULL, NULL, 0 }
 };
 
+static jv
+r_as_list(jv r)
+{
+    jv  l = jv_make(JV_LIST);
+
+    l.u.list = r.u.iter->items;
+    return l;
+}
+
+
+static jv r_count(jinja_vm *vm, jv r, jinja_args *a) { return l_count(vm, r_as_list(r), a); }
+
+
+static jv
+r_index(jinja_vm *vm, jv r, jinja_args *a)
+{
+    size_t  i;
+
+    if (a->npos != 1 || a->nkw) {
+        jinja_fail(vm, "index() takes exactly one argument");
+    }
+    for (i = 0; i < r.u.iter->items->n; i++) {
+        if (jv_equal(vm, r.u.iter->items->items[i], a->pos[0])) {
+            return jv_int((int64_t) i);
+        }
+    }
+    jinja_fail(vm, "value is not in range");
+}
+
+
+static const jinja_method_def range_methods[] = {
+    { "count", r_count, 0 }, { "index", r_index, 0 },
+    { NULL, NULL, 0 }
+};
+
 static const jinja_method_def tuple_methods[] = {
     { "count", l_count, 0 }, { "index", l_index, 0 },
     { NULL, NULL, 0 }
@@ -1302,6 +1331,21 @@ jinja_method_lookup(jinja_vm *vm, jv self, const char *name, size_t len,
     case JV_DICT:  t = dict_methods; break;
     case JV_LIST:  t = list_methods; break;
     case JV_TUPLE: t = tuple_methods; break;
+    case JV_ITER:
+        if (self.u.iter->kind != JI_RANGE) {
+            return jv_undef_plain();
+        }
+        if (len == 5 && memcmp(name, "start", 5) == 0) {
+            *found = 1;
+            return jv_int(self.u.iter->start);
+        }
+        if (len == 4 && (memcmp(name, "stop", 4) == 0 || memcmp(name, "step", 4) == 0)) {
+            *found = 1;
+            return jv_int(name[3] == 'p' && name[2] == 'o' ? self.u.iter->stop
+                                                           : self.u.iter->step);
+        }
+        t = range_methods;
+        break;
     case JV_BOOL:
     case JV_INT:
         if ((len == 4 && (memcmp(name, "real", 4) == 0))
@@ -2016,7 +2060,9 @@ jinja_percent_format(jinja_vm *vm, jv fmt, jv args)
         jinja_buf_add(vm, &out, tmp, (size_t) k < sizeof(tmp) ? (size_t) k
                                                                 : sizeof(tmp) - 1);
     }
-    if (!used_map && !is_map && argi < nargs) {
+    /* Python skips this check when the argument supports item access
+     * (PyMapping_Check): a dict, but also a lone list */
+    if (!used_map && !is_map && args.type != JV_LIST && argi < nargs) {
         jinja_fail(vm, "not all arguments converted during string formatting");
     }
     return jinja_buf_jv(&out);

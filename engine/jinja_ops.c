@@ -8,6 +8,7 @@
  *            (or append/insert/... on a list) give an Undefined that
  *            raises SecurityError when called.
  */
+#define _GNU_SOURCE         /* memmem() */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -436,6 +437,20 @@ jinja_slice(jinja_vm *vm, jv obj, jv start, jv stop, jv step)
 
         n = (int64_t) l->n;
         slice_indices(n, start, stop, st, &s, &e);
+        if (obj.type == JV_ITER) {
+            /* range(a, b, c)[i:j:k] is range(a + i*c, a + j*c, c*k) */
+            jv_iter  *r = obj.u.iter;
+
+            out = jv_list_new(vm, 0);
+            for (i = s; st > 0 ? i < e : i > e; i += st) {
+                jv_list_push(vm, out, l->items[i]);
+            }
+            out = jv_iter_new(vm, JI_RANGE, out.u.list);
+            out.u.iter->start = r->start + s * r->step;
+            out.u.iter->stop = r->start + e * r->step;
+            out.u.iter->step = r->step * st;
+            return out;
+        }
         out = obj.type == JV_TUPLE ? jv_tuple_new(vm, 0) : jv_list_new(vm, 0);
         if (st == 1) {
             if (e > s) {
@@ -816,12 +831,7 @@ jinja_contains(jinja_vm *vm, jv c, jv item)
         if (item.len == 0) {
             return 1;
         }
-        for (i = 0; i + item.len <= c.len; i++) {
-            if (memcmp(c.u.s + i, item.u.s, item.len) == 0) {
-                return 1;
-            }
-        }
-        return 0;
+        return memmem(c.u.s, c.len, item.u.s, item.len) != NULL;
     case JV_DICT:
         if (!jv_is_hashable(item)) {
             jinja_fail(vm, "unhashable type: '%s'", jv_type_name(item));
