@@ -61,9 +61,7 @@ CUDA_LIBS      = -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublas -lcublasLt
 all: lib cli module
 ifneq ($(NVCC),)
 ifeq ($(SANITIZE),)
-ifneq ($(LLM_CUDA_WIP),)
 all: cuda
-endif
 endif
 endif
 
@@ -111,6 +109,11 @@ $(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.h cuda/*.cuh) engine/*.h
 $(BUILD)/libllm_cuda.so: $(CUDA_CU_OBJS) $(CUDA_C_OBJS) cuda/exports.map
 	$(NVCC) $(CUDA_ARCH) -shared -o $@ $(CUDA_CU_OBJS) $(CUDA_C_OBJS) \
 	    -Xlinker --version-script=cuda/exports.map $(CUDA_LIBS)
+
+# e2e goes through llm_backend_open(), which dlopens libllm_cuda.so
+$(BUILD)/gpu/e2e: t/gpu/e2e.c $(BUILD)/libllm.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libllm.a $(LDFLAGS) $(LIBS)
 
 $(BUILD)/gpu/%: t/gpu/%.c $(wildcard t/gpu/*.h) $(CUDA_CU_OBJS) $(CUDA_C_OBJS) $(CUDA_TEST_OBJS) $(BUILD)/libllm.a
 	@mkdir -p $(dir $@)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cu_backend.h"
 #include "cu_ref.h"
 #include "cu_util.h"
 #include "cu_weights.h"
@@ -34,10 +35,10 @@ void
 llm_cu_ref_opts_default(llm_cu_ref_opts *o)
 {
     o->exact = 0;
-    o->cap_tok = 2048;
-    o->cap_logits = 256;
-    o->prefill_min_q = 8;
-    o->graph_max = 256;
+    o->cap_tok = LLM_CU_DEFAULT_MAX_TOKENS;
+    o->cap_logits = LLM_CU_DEFAULT_MAX_LOGITS;
+    o->prefill_min_q = LLM_CU_DEFAULT_PREFILL_MIN_Q;
+    o->graph_max = LLM_CU_DEFAULT_GRAPH_MAX;
     o->n_sm = 132;
 }
 

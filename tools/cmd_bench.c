@@ -114,6 +114,7 @@ int
 llm_cmd_bench(int argc, char **argv)
 {
     const char          *dir = llm_cli_opt(argc, argv, "--model");
+    const char          *device;
     int                  P = llm_bench_int(argc, argv, "--prompt-len", 128);
     int                  G = llm_bench_int(argc, argv, "--gen-len", 32);
     int                  B = llm_bench_int(argc, argv, "--batch", 1);
@@ -129,8 +130,8 @@ llm_cmd_bench(int argc, char **argv)
 
     if (dir == NULL) {
         return llm_cli_fail("usage: llm bench --model DIR [--prompt-len P "
-                            "--gen-len G --batch B --threads T --reps R] "
-                            "[--json]");
+                            "--gen-len G --batch B --threads T --reps R "
+                            "--device D] [--json]");
     }
     m = llm_model_load(dir, err);
     if (m == NULL) {
@@ -139,7 +140,8 @@ llm_cmd_bench(int argc, char **argv)
     per_seq = (P + G + LLM_BLOCK_SIZE - 1) / LLM_BLOCK_SIZE;
     bc.threads = threads;
     bc.min_blocks = per_seq * B;
-    b = llm_backend_cpu_create(m, &bc, err);
+    device = llm_cli_opt(argc, argv, "--device");
+    b = llm_backend_open(m, device ? device : "cpu", &bc, NULL, err);
     if (b == NULL) {
         llm_model_free(m);
         return llm_cli_fail("%s", err);

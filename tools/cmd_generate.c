@@ -157,7 +157,7 @@ llm_cmd_generate(int argc, char **argv)
     if (dir == NULL || prompt == NULL) {
         return llm_cli_fail("usage: llm generate --model DIR --prompt TEXT "
                             "[--max-tokens N --temperature T --top-p P "
-                            "--top-k K --seed S --threads N --json]");
+                            "--top-k K --seed S --threads N --device D --json]");
     }
     for (i = 0; i < 5; i++) {
         have[i] = llm_gen_num_opt(argc, argv, nums[i], &v[i]);
@@ -168,7 +168,10 @@ llm_cmd_generate(int argc, char **argv)
     g.json = llm_cli_flag(argc, argv, "--json");
     sem_init(&sem, 0, 0);
     cfg.model_dir = dir;
-    cfg.device = "cpu";
+    cfg.device = llm_cli_opt(argc, argv, "--device");
+    if (cfg.device == NULL) {
+        cfg.device = "cpu";
+    }
     cfg.threads = llm_cli_threads(argc, argv);
     cfg.max_num_seqs = 1;
     cfg.notify = llm_gen_notify;

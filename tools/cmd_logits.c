@@ -67,6 +67,7 @@ llm_cmd_logits(int argc, char **argv)
     const char          *dir = llm_cli_opt(argc, argv, "--model");
     const char          *ids_s = llm_cli_opt(argc, argv, "--ids");
     const char          *out = llm_cli_opt(argc, argv, "--out");
+    const char          *device = llm_cli_opt(argc, argv, "--device");
     char                 err[LLM_ERR_LEN];
     llm_model           *m;
     llm_backend         *b;
@@ -79,7 +80,7 @@ llm_cmd_logits(int argc, char **argv)
 
     if (dir == NULL || ids_s == NULL || out == NULL) {
         return llm_cli_fail("usage: llm logits --model DIR --ids 1,2,3 "
-                            "--out FILE [--threads N]");
+                            "--out FILE [--threads N --device D]");
     }
     n = llm_cli_parse_ids(ids_s, &ids);
     if (n <= 0) {
@@ -99,7 +100,7 @@ llm_cmd_logits(int argc, char **argv)
     }
     bc.threads = llm_cli_threads(argc, argv);
     bc.min_blocks = (n + LLM_BLOCK_SIZE - 1) / LLM_BLOCK_SIZE;
-    b = llm_backend_cpu_create(m, &bc, err);
+    b = llm_backend_open(m, device ? device : "cpu", &bc, NULL, err);
     if (b == NULL) {
         llm_cli_fail("%s", err);
         goto done;

@@ -23,11 +23,11 @@ static const struct {
     { "template", llm_cmd_template,
       "--model DIR --messages FILE [--tools FILE] [--documents FILE] [--add-generation-prompt] [--kwargs JSON]" },
     { "logits", llm_cmd_logits,
-      "--model DIR --ids 1,2,3 --out FILE [--threads N]" },
+      "--model DIR --ids 1,2,3 --out FILE [--threads N --device cpu|auto|cuda:N]" },
     { "generate", llm_cmd_generate,
-      "--model DIR --prompt TEXT [--max-tokens N --temperature T --top-p P --top-k K --seed S --threads N --json]" },
+      "--model DIR --prompt TEXT [--max-tokens N --temperature T --top-p P --top-k K --seed S --threads N --device cpu|auto|cuda:N --json]" },
     { "bench", llm_cmd_bench,
-      "--model DIR [--prompt-len P --gen-len G --batch B --threads T --reps R] [--json]" },
+      "--model DIR [--prompt-len P --gen-len G --batch B --threads T --reps R --device cpu|auto|cuda:N] [--json]" },
     { NULL, NULL, NULL }
 };
 

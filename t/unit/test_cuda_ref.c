@@ -13,8 +13,10 @@
  * costs: the tolerance the GPU end-to-end check (t/gpu/run.sh) relies on.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tap.h"
 #include "backend.h"
@@ -675,6 +677,82 @@ test_forward_rounded(void)
 }
 
 
+/* ---- backend selection: the CPU path without a GPU ------------------------ */
+
+
+static void
+test_backend_open(void)
+{
+    llm_cu_test_spec    sp = { LLM_ARCH_LLAMA, 1, 64, 4, 2, 16, 128, 300,
+                               LLM_DTYPE_BF16, 0, 0, 0, 9 };
+    llm_model          *m = llm_cu_test_model(&sp);
+    llm_backend_config  bc = { 0 };
+    llm_backend        *b;
+    char                err[LLM_ERR_LEN], reason[LLM_ERR_LEN], lib[4096];
+    const char         *build = getenv("LLM_BUILD");
+
+    bc.threads = 1;
+    bc.min_blocks = 8;
+
+    setenv("LLM_CUDA_LIBRARY", "/nonexistent/libllm_cuda.so", 1);
+    reason[0] = err[0] = '\0';
+    b = llm_backend_open(m, "auto", &bc, reason, err);
+    tap_ok(b && strcmp(b->name, "cpu") == 0 && b->forward_greedy == NULL
+           && strstr(reason, "no usable GPU")
+           && strstr(reason, "not available"),
+           "auto without libllm_cuda.so: the CPU, saying why (%s)", reason);
+    if (b) {
+        b->free(b);
+    }
+    b = llm_backend_open(m, "cuda:0", &bc, reason, err);
+    tap_ok(b == NULL && strstr(err, "llm_device cuda:0")
+           && strstr(err, "not available"),
+           "cuda:0 without libllm_cuda.so fails clearly (%s)", err);
+    b = llm_backend_open(m, "cuda:x", &bc, reason, err);
+    tap_ok(b == NULL && strstr(err, "expected cuda:N"), "cuda:x is "
+           "rejected (%s)", err);
+    b = llm_backend_open(m, "cpu", &bc, reason, err);
+    tap_ok(b && strcmp(b->name, "cpu") == 0 && strstr(reason, "llm_device "
+           "cpu"), "cpu is the CPU (%s)", reason);
+    if (b) {
+        b->free(b);
+    }
+
+    /* the real library, when make built it (nvcc present) */
+    snprintf(lib, sizeof(lib), "%s/libllm_cuda.so", build ? build : "build");
+    if (access(lib, R_OK) != 0) {
+        tap_ok(1, "# SKIP %s not built (no nvcc)", lib);
+        tap_ok(1, "# SKIP %s not built (no nvcc)", lib);
+        llm_cu_test_model_free(m);
+        return;
+    }
+    setenv("LLM_CUDA_LIBRARY", lib, 1);
+    err[0] = '\0';
+    b = llm_backend_open(m, "cuda:0", &bc, reason, err);
+    if (b != NULL) {
+        /* a machine with a GPU */
+        tap_ok(strcmp(b->name, "cuda:0") == 0 && b->forward_greedy,
+               "cuda:0 with %s: a GPU is there (%s)", lib, reason);
+        b->free(b);
+    } else {
+        tap_ok(strstr(err, "llm_device cuda:0: ") != NULL
+               && (strstr(err, "cudaGetDeviceCount")
+                   || strstr(err, "CUDA device")),
+               "cuda:0 with %s and no GPU fails clearly (%s)", lib, err);
+    }
+    reason[0] = '\0';
+    b = llm_backend_open(m, "auto", &bc, reason, err);
+    tap_ok(b != NULL && (strcmp(b->name, "cpu") != 0
+                         || strstr(reason, "no usable GPU") != NULL),
+           "auto with %s: %s (%s)", lib, b ? b->name : err, reason);
+    if (b) {
+        b->free(b);
+    }
+    unsetenv("LLM_CUDA_LIBRARY");
+    llm_cu_test_model_free(m);
+}
+
+
 int
 main(void)
 {
@@ -682,6 +760,7 @@ main(void)
     test_kv_blocks();
     test_plan_steps();
     test_plan_rejects();
+    test_backend_open();
     test_forward();
     test_forward_rounded();
     return tap_done();
