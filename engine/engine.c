@@ -91,6 +91,7 @@ llm_engine_sample_step(llm_engine *e, double now)
     for (i = 0; i < s->step.n; i++) {
         r = s->step.items[i];
         r->n_computed += s->step_tokens[i];
+        llm_sched_register_blocks(e, r);
         if (r->n_computed < r->n_tokens) {
             continue;                   /* a prefill chunk: no token yet */
         }
@@ -259,7 +260,8 @@ llm_engine_create(const llm_engine_config *cfg, char *err)
     if (e->backend == NULL) {
         goto fail;
     }
-    llm_blocks_init(&e->blocks, e->backend->num_blocks);
+    llm_blocks_init(&e->blocks, e->backend->num_blocks,
+                    cfg->enable_prefix_caching);
     llm_sampler_init(&e->sampler, c->vocab_size);
 
     if (pthread_create(&e->thread, NULL, llm_engine_main, e) != 0) {

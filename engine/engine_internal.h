@@ -87,6 +87,8 @@ void llm_sched_free(llm_scheduler *s);
 void llm_sched_enqueue(llm_engine *e, llm_request *r);
 /* Builds this step's batch in e->bb; returns the number of sequences. */
 int llm_sched_schedule(llm_engine *e, double now);
+/* Publishes the request's newly computed full blocks to the prefix cache. */
+void llm_sched_register_blocks(llm_engine *e, llm_request *r);
 /* Takes a finished request out of the queues and frees its blocks. */
 void llm_sched_remove(llm_engine *e, llm_request *r);
 

@@ -271,6 +271,7 @@ llm_request_unref(llm_request *r)
     free(r->stop);
     free(r->tokens);
     free(r->blocks);
+    free(r->keys);
     free(r->held);
     if (r->detok) {
         llm_detok_free(r->detok);

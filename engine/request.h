@@ -55,6 +55,8 @@ struct llm_request {
     int                 n_computed;     /* tokens whose K/V is cached */
     int32_t            *blocks;         /* block table */
     int                 n_blocks, cap_blocks;
+    uint64_t           *keys;           /* prefix-cache keys of full blocks */
+    int                 n_keys;
     llm_rng             rng;
     llm_detok          *detok;
     char               *held;           /* text held back for stop strings */

@@ -9,7 +9,12 @@
  * in chunks over several steps.  When the KV pool runs dry the newest
  * running request is preempted: its blocks are freed, it goes back to the
  * front of the queue, and its tokens are recomputed when it returns (its
- * `scheduled` timestamp stays).
+ * `scheduled` timestamp stays) -- from the prefix cache, mostly, since its
+ * freed blocks keep their keys until they are reused.
+ *
+ * With prefix caching, a request being admitted first takes every leading
+ * full block of its tokens that the cache holds; only the rest is computed.
+ * The last token is always computed, since its logits are needed.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +134,7 @@ llm_sched_free_blocks(llm_engine *e, llm_request *r)
     }
     r->n_blocks = 0;
     r->n_computed = 0;
+    r->n_keys = 0;
 }
 
 
@@ -143,6 +149,7 @@ llm_sched_reserve(llm_engine *e, llm_request *r, int n_tokens)
     if (need > r->cap_blocks) {
         r->cap_blocks = need + 8;
         r->blocks = llm_xrealloc(r->blocks, sizeof(int32_t) * r->cap_blocks);
+        r->keys = llm_xrealloc(r->keys, sizeof(uint64_t) * r->cap_blocks);
     }
     while (r->n_blocks < need) {
         b = llm_blocks_alloc(&e->blocks);
@@ -152,6 +159,60 @@ llm_sched_reserve(llm_engine *e, llm_request *r, int n_tokens)
         r->blocks[r->n_blocks++] = b;
     }
     return 0;
+}
+
+
+/* Takes the cached leading blocks of a request being admitted; returns the
+ * number of tokens they cover. */
+static int
+llm_sched_prefix_hits(llm_engine *e, llm_request *r)
+{
+    int       i, max = (r->n_tokens - 1) / LLM_BLOCK_SIZE;
+    uint64_t  key, parent = 0;
+    int32_t   b;
+
+    if (!e->blocks.caching) {
+        return 0;
+    }
+    if (max > r->cap_blocks) {
+        r->cap_blocks = max + 8;
+        r->blocks = llm_xrealloc(r->blocks, sizeof(int32_t) * r->cap_blocks);
+        r->keys = llm_xrealloc(r->keys, sizeof(uint64_t) * r->cap_blocks);
+    }
+    for (i = 0; i < max; i++) {
+        key = llm_blocks_key(parent,
+                             r->tokens + (size_t) i * LLM_BLOCK_SIZE);
+        b = llm_blocks_lookup(&e->blocks, key,
+                              r->tokens + (size_t) i * LLM_BLOCK_SIZE);
+        if (b < 0) {
+            break;
+        }
+        r->blocks[r->n_blocks++] = b;
+        r->keys[r->n_keys++] = key;
+        parent = key;
+    }
+    r->n_computed = i * LLM_BLOCK_SIZE;
+    return r->n_computed;
+}
+
+
+void
+llm_sched_register_blocks(llm_engine *e, llm_request *r)
+{
+    uint64_t  key;
+    int       i;
+
+    if (!e->blocks.caching) {
+        return;
+    }
+    for (i = r->n_keys; i < r->n_computed / LLM_BLOCK_SIZE; i++) {
+        key = llm_blocks_key(i ? r->keys[i - 1] : 0,
+                             r->tokens + (size_t) i * LLM_BLOCK_SIZE);
+        llm_blocks_register(&e->blocks, r->blocks[i], key,
+                            r->tokens + (size_t) i * LLM_BLOCK_SIZE);
+        r->keys[i] = key;
+    }
+    r->n_keys = i > r->n_keys ? i : r->n_keys;
 }
 
 
@@ -191,7 +252,7 @@ llm_sched_schedule(llm_engine *e, double now)
 {
     llm_scheduler  *s = &e->sched;
     llm_request    *r, *victim;
-    int             i, n, budget = e->max_num_batched_tokens;
+    int             i, n, hits, budget = e->max_num_batched_tokens;
 
     s->step.n = 0;
     llm_batch_reset(&e->bb);
@@ -216,6 +277,7 @@ llm_sched_schedule(llm_engine *e, double now)
 
     while (budget > 0 && s->wait_head && s->running.n < e->max_num_seqs) {
         r = s->wait_head;
+        hits = llm_sched_prefix_hits(e, r);
         n = r->n_tokens - r->n_computed;
         n = n < budget ? n : budget;
         if (llm_sched_reserve(e, r, r->n_computed + n) != 0) {
@@ -225,8 +287,13 @@ llm_sched_schedule(llm_engine *e, double now)
         llm_sched_unlink_waiting(s, r);
         r->state = LLM_REQ_RUNNING;
         llm_req_list_push(&s->running, r);
+        if (e->blocks.caching) {
+            e->counters.prefix_cache_queries_total += (uint64_t) r->n_tokens;
+            e->counters.prefix_cache_hits_total += (uint64_t) hits;
+        }
         if (r->stats.scheduled == 0) {
             r->stats.scheduled = now;
+            r->stats.cached_tokens = hits;
         }
         llm_sched_add_to_step(e, r, n);
         budget -= n;

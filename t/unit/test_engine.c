@@ -48,6 +48,8 @@ typedef struct {
 } waiter;
 
 static char  model_dir[256];
+static int   prefix_caching;
+static int   same_prompts;          /* every request's prompt from seed 0 */
 
 
 static void
@@ -95,6 +97,7 @@ engine(waiter *w, int max_num_seqs, int max_batched, size_t kv_bytes,
     cfg.max_num_batched_tokens = max_batched;
     cfg.kv_cache_bytes = kv_bytes;
     cfg.max_model_len = max_model_len;
+    cfg.enable_prefix_caching = prefix_caching;
     cfg.notify = notify;
     cfg.notify_data = w;
     e = llm_engine_create(&cfg, err);
@@ -148,7 +151,7 @@ run_batch(int first, int n, const int *lens, int max_tokens,
     p.ignore_eos = 1;
     memset(res, 0, sizeof(result) * n);
     for (i = 0; i < n; i++) {
-        prompt_of(first + i, prompt, lens[i]);
+        prompt_of(same_prompts ? 0 : first + i, prompt, lens[i]);
         r[i] = llm_request_create(e, prompt, lens[i], &p, err);
         llm_request_set_data(r[i], &res[i]);
         llm_engine_submit(e, r[i]);
@@ -440,6 +443,73 @@ test_stop_rules(void)
 }
 
 
+static void
+test_prefix_cache(void)
+{
+    static const int   lens[16] = { 100, 100, 40, 100, 17, 100, 64, 100, 9,
+                                    100, 33, 100, 70, 100, 5, 100 };
+    static result      solo[2], cached[16], plain[16];
+    waiter             w;
+    llm_engine        *e;
+    llm_engine_stats   st;
+    llm_sampling_params p;
+    llm_request       *r;
+    int32_t            prompt[100];
+    char               err[LLM_ERR_LEN];
+    int                i, ok;
+
+    prefix_caching = 1;
+    e = engine(&w, 4, 2048, 0, 256);
+    llm_sampling_params_init(&p, llm_engine_model(e));
+    p.temperature = 0.0f;
+    p.ignore_eos = 1;
+    p.max_tokens = 10;
+    prompt_of(42, prompt, 100);
+    for (i = 0; i < 2; i++) {
+        memset(&solo[i], 0, sizeof(result));
+        r = llm_request_create(e, prompt, 100, &p, err);
+        llm_request_set_data(r, &solo[i]);
+        llm_engine_submit(e, r);
+        wait_all(e, &w, i + 1);
+        llm_request_release(r);
+    }
+    llm_engine_stats_get(e, &st);
+    tap_ok(solo[0].stats.cached_tokens == 0
+           && solo[1].stats.cached_tokens == 96,
+           "the same 100-token prompt again hits 6 cached blocks (%d tokens)",
+           solo[1].stats.cached_tokens);
+    tap_ok(same_tokens(&solo[0], &solo[1], 1),
+           "a prefix-cache hit gives the same output");
+    tap_ok(st.prefix_cache_queries_total == 200
+           && st.prefix_cache_hits_total == 96,
+           "prefix cache counters: %llu queried, %llu hit",
+           (unsigned long long) st.prefix_cache_queries_total,
+           (unsigned long long) st.prefix_cache_hits_total);
+    tap_ok(st.kv_cache_usage == 0.0,
+           "cached blocks nobody holds count as free");
+    llm_engine_destroy(e);
+    sem_destroy(&w.sem);
+
+    /* many requests sharing prompts under a tiny pool, with and without
+     * the cache: same tokens */
+    same_prompts = 1;
+    prefix_caching = 0;
+    run_batch(0, 16, lens, 8, 64, 2048, 1, plain, NULL);
+    prefix_caching = 1;
+    run_batch(0, 16, lens, 8, 64, 2048, 1, cached, &st);
+    same_prompts = 0;
+    tap_ok(same_tokens(plain, cached, 16),
+           "with preemption and shared prefixes the cache changes no output");
+    for (i = 0, ok = 1; i < 16; i++) {
+        ok &= cached[i].n_ids == 8;
+    }
+    tap_ok(ok && st.prefix_cache_hits_total > 0 && st.kv_cache_usage == 0.0,
+           "all finish, %llu tokens came from the cache, nothing held",
+           (unsigned long long) st.prefix_cache_hits_total);
+    prefix_caching = 0;
+}
+
+
 int
 main(void)
 {
@@ -466,6 +536,7 @@ main(void)
     test_cancel_and_stats();
     test_queue_time();
     test_stop_rules();
+    test_prefix_cache();
 
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpl);
     if (system(cmd) != 0) {
