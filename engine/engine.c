@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "engine_internal.h"
+#include "stats.h"
 #include "util.h"
 
 #define LLM_DEFAULT_MAX_NUM_SEQS        64
@@ -135,6 +136,8 @@ llm_engine_step(llm_engine *e)
         e->logits = llm_xmalloc(sizeof(float) * need);
         e->logits_cap = (int) need;
     }
+    llm_hist_observe(&e->counters.hist[LLM_H_ITERATION_TOKENS],
+                     e->bb.batch.n_tokens);
     if (e->backend->forward(e->backend, &e->bb.batch, e->logits, err) != 0) {
         fprintf(stderr, "llm engine: %s\n", err);
         for (i = s->step.n - 1; i >= 0; i--) {
@@ -260,6 +263,8 @@ llm_engine_create(const llm_engine_config *cfg, char *err)
     if (e->backend == NULL) {
         goto fail;
     }
+    llm_stats_init(&e->counters, e->max_model_len);
+    e->stats = e->counters;
     llm_blocks_init(&e->blocks, e->backend->num_blocks,
                     cfg->enable_prefix_caching);
     llm_sampler_init(&e->sampler, c->vocab_size);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine_internal.h"
+#include "stats.h"
 #include "util.h"
 
 
@@ -114,6 +115,11 @@ llm_engine_accept_token(llm_engine *e, llm_request *r, int32_t id,
     if (r->stats.first_token == 0) {
         r->stats.first_token = now;
         e->counters.prompt_tokens_total += (uint64_t) r->n_prompt;
+        llm_hist_observe(&e->counters.hist[LLM_H_TTFT],
+                         now - r->stats.arrival);
+    } else {
+        llm_hist_observe(&e->counters.hist[LLM_H_ITL],
+                         now - r->stats.last_token);
     }
     r->stats.last_token = now;
     e->counters.generation_tokens_total++;
@@ -170,6 +176,7 @@ llm_engine_finish(llm_engine *e, llm_request *r, llm_finish_reason why,
     }
     r->finish = why;
     r->stats.finished = now;
+    llm_stats_observe_finished(&e->counters, &r->stats, &r->params, why);
     llm_sched_remove(e, r);
     llm_mark_changed(e, r);
 }

@@ -72,6 +72,8 @@ typedef struct {
     const int32_t *logit_bias_ids;
     const float  *logit_bias_values;
     int           n_logit_bias;
+    int           n;                     /* the API request's n (metrics only) */
+    int           seq_index;             /* which of the n this is */
 } llm_sampling_params;
 
 /* Defaults: vLLM's, overridden by the model's generation_config.json. */
@@ -181,6 +183,9 @@ int llm_engine_max_model_len(const llm_engine *e);
 llm_request *llm_request_create(llm_engine *e, const int32_t *prompt,
     int n_prompt, const llm_sampling_params *p, char *err);
 void llm_request_set_data(llm_request *r, void *data);
+/* When the API request really arrived (llm_now() clock), for Prometheus'
+ * TTFT and end-to-end latency; default: llm_request_create() time. */
+void llm_request_set_arrival(llm_request *r, double t);
 void *llm_request_data(const llm_request *r);
 int llm_engine_submit(llm_engine *e, llm_request *r);
 void llm_engine_cancel(llm_engine *e, llm_request *r);
@@ -190,7 +195,38 @@ void llm_request_release(llm_request *r);
 void llm_engine_drain(llm_engine *e, llm_output_fn fn, void *data);
 
 
-/* Engine-wide counters and gauges for Prometheus (issue: scheduler). */
+/*
+ * Engine-wide counters, gauges and histograms: everything Prometheus
+ * /metrics shows (vLLM's names and buckets; the nginx side only formats).
+ * Histograms observe every finished request, aborted ones included.
+ */
+#define LLM_HIST_MAX 24
+
+typedef struct {
+    int           n;                     /* finite upper bounds in le[] */
+    double        le[LLM_HIST_MAX];
+    uint64_t      count[LLM_HIST_MAX + 1];   /* per bucket; [n] = above all */
+    double        sum;
+    uint64_t      total;
+} llm_histogram;
+
+typedef enum {
+    LLM_H_TTFT = 0,                      /* time_to_first_token_seconds */
+    LLM_H_ITL,                           /* inter_token_latency_seconds */
+    LLM_H_TPOT,                          /* request_time_per_output_token_seconds */
+    LLM_H_E2E,                           /* e2e_request_latency_seconds */
+    LLM_H_QUEUE,                         /* request_queue_time_seconds */
+    LLM_H_PREFILL,                       /* request_prefill_time_seconds */
+    LLM_H_DECODE,                        /* request_decode_time_seconds */
+    LLM_H_INFERENCE,                     /* request_inference_time_seconds */
+    LLM_H_PROMPT_TOKENS,                 /* request_prompt_tokens */
+    LLM_H_GENERATION_TOKENS,             /* request_generation_tokens */
+    LLM_H_PARAMS_N,                      /* request_params_n */
+    LLM_H_PARAMS_MAX_TOKENS,             /* request_params_max_tokens */
+    LLM_H_ITERATION_TOKENS,              /* iteration_tokens_total */
+    LLM_H_COUNT
+} llm_hist_id;
+
 typedef struct {
     int           num_running;
     int           num_waiting;
@@ -200,6 +236,12 @@ typedef struct {
     uint64_t      num_preemptions_total;
     uint64_t      prefix_cache_queries_total;
     uint64_t      prefix_cache_hits_total;
+    uint64_t      request_success_total[LLM_FINISH_ERROR + 1];  /* by reason */
+    uint64_t      spec_num_drafts_total;
+    uint64_t      spec_num_draft_tokens_total;
+    uint64_t      spec_num_accepted_tokens_total;
+    uint64_t      spec_accepted_per_pos_total[16];
+    llm_histogram hist[LLM_H_COUNT];
 } llm_engine_stats;
 
 void llm_engine_stats_get(llm_engine *e, llm_engine_stats *out);

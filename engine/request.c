@@ -242,6 +242,13 @@ llm_request_data(const llm_request *r)
 
 
 void
+llm_request_set_arrival(llm_request *r, double t)
+{
+    r->stats.arrival = t;
+}
+
+
+void
 llm_request_release(llm_request *r)
 {
     if (r == NULL) {

@@ -284,6 +284,24 @@ test_batching(void)
     tap_ok(ok, "every preempted request still finishes with all its tokens");
     tap_ok(st.kv_cache_usage == 0.0 && st.num_running == 0
            && st.num_waiting == 0, "the pool is empty again at the end");
+    {
+        uint64_t  gen = 0, prompt = 0;
+
+        for (i = 0; i < 16; i++) {
+            gen += tight[i].stats.completion_tokens;
+            prompt += tight[i].stats.prompt_tokens;
+        }
+        tap_ok(st.request_success_total[LLM_FINISH_LENGTH] == 16
+               && st.generation_tokens_total == gen
+               && st.prompt_tokens_total == prompt
+               && st.hist[LLM_H_GENERATION_TOKENS].total == 16
+               && st.hist[LLM_H_GENERATION_TOKENS].sum == (double) gen
+               && st.hist[LLM_H_PROMPT_TOKENS].sum == (double) prompt
+               && st.hist[LLM_H_TTFT].total == 16
+               && st.hist[LLM_H_ITL].total >= 16
+               && st.hist[LLM_H_E2E].total == 16,
+               "engine counters and histograms equal the per-request sums");
+    }
 }
 
 
