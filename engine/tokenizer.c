@@ -74,12 +74,10 @@ llm_tok_parse_json(const char *path, int optional, char *err)
         return NULL;
     }
     msg[0] = '\0';
-    root = yajl_tree_parse(text, msg, sizeof(msg));
+    root = llm_tok_json_parse(text, len, msg, sizeof(msg));
     free(text);
     if (root == NULL) {
-        /* yajl's message spans lines; keep the first one */
-        msg[strcspn(msg, "\n")] = '\0';
-        llm_errf(err, "%s: invalid JSON: %s", path, msg[0] ? msg : "parse error");
+        llm_errf(err, "%s: invalid JSON: %s", path, msg);
     }
     return root;
 }

@@ -399,6 +399,11 @@ int llm_tok_skipped(const llm_tokenizer *t, int32_t id);
 int llm_tok_decode_into(const llm_tokenizer *t, const int32_t *ids, size_t n,
     int skip_special, llm_tok_buf *out);
 
+/* Parses JSON into a tree for yajl_tree_free (tokenizer_json.c); NULL and
+ * a one-line message in msg on a syntax error. */
+yajl_val llm_tok_json_parse(const char *text, size_t len, char *msg,
+    size_t msg_len);
+
 /* JSON helpers (tokenizer.c) */
 yajl_val llm_tok_json_get(yajl_val obj, const char *key);
 const char *llm_tok_json_str(yajl_val obj, const char *key);

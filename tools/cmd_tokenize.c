@@ -172,10 +172,11 @@ llm_cmd_detokenize(int argc, char **argv)
     vocab = llm_tokenizer_vocab_size(t);
     for (i = 0; i < (int) n; i++) {
         if (ids[i] >= vocab) {
+            llm_cli_fail("detokenize: id %d is out of range (the "
+                         "vocabulary has %d ids)", ids[i], vocab);
             llm_tokenizer_free(t);
             free(ids);
-            return llm_cli_fail("detokenize: id %d is out of range (the "
-                                "vocabulary has %d ids)", ids[i], vocab);
+            return 1;
         }
     }
     text = llm_tokenizer_decode(t, ids, n, skip, &len);

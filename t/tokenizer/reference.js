@@ -29,7 +29,9 @@ const real = {
 };
 
 const load = (dir, f) => JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8'));
-const clone = (x) => JSON.parse(JSON.stringify(x));
+const deep = (x) => JSON.parse(JSON.stringify(x));
+// Variants change the small parts only: copy those, share the vocabulary.
+const clone = (j) => ({ ...j, model: { ...j.model }, added_tokens: deep(j.added_tokens) });
 const BL = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: false };
 const BLDEC = { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true };
 
@@ -192,10 +194,13 @@ async function main() {
     }
     const tok = Tokenizer.fromFile(path.join(dir, 'tokenizer.json'));
     const m = { name: v.name, dir, vocab_size: tok.getVocabSize(true), cases: [], streams: [] };
-    for (const s of strs) {
-      const ids = (await tok.encode(s, null, { addSpecialTokens: false })).getIds();
-      const ids2 = (await tok.encode(s, null, { addSpecialTokens: true })).getIds();
-      m.cases.push([ids, ids2, hex(await tok.decode(ids2, false)), hex(await tok.decode(ids2, true))]);
+    const plain = await tok.encodeBatch(strs, { addSpecialTokens: false });
+    const withSpecial = await tok.encodeBatch(strs, { addSpecialTokens: true });
+    const ids2 = withSpecial.map((e) => e.getIds());
+    const dec = await tok.decodeBatch(ids2, false);
+    const decSkip = await tok.decodeBatch(ids2, true);
+    for (let i = 0; i < strs.length; i++) {
+      m.cases.push([plain[i].getIds(), ids2[i], hex(dec[i]), hex(decSkip[i])]);
     }
     if (v.streams) await streams(tok, m);
     golden.models.push(m);
@@ -230,13 +235,13 @@ async function streams(tok, m) {
     }
     seqs.push([ids, Math.floor(r() * 4)]);
   }
-  for (const [ids, cut] of seqs) {
-    for (const skip of [false, true]) {
-      const full = await tok.decode(ids, skip);
-      const prompt = await tok.decode(ids.slice(0, cut), skip);
+  for (const skip of [false, true]) {
+    const full = await tok.decodeBatch(seqs.map(([ids]) => ids), skip);
+    const prompt = await tok.decodeBatch(seqs.map(([ids, cut]) => ids.slice(0, cut)), skip);
+    seqs.forEach(([ids, cut], i) => {
       m.streams.push({ prompt: ids.slice(0, cut), gen: ids.slice(cut), skip: skip ? 1 : 0,
-                       full: hex(full), prompt_text: hex(prompt) });
-    }
+                       full: hex(full[i]), prompt_text: hex(prompt[i]) });
+    });
   }
 }
 
