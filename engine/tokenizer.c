@@ -59,8 +59,11 @@ llm_tok_json_bool(yajl_val obj, const char *key, int dflt)
 }
 
 
+/* Reads and parses path; with src, the vocabulary and merges are streamed
+ * into it (see tokenizer_json.c). */
 static yajl_val
-llm_tok_parse_json(const char *path, int optional, char *err)
+llm_tok_parse_json(const char *path, int optional, llm_tok_bpe_src *src,
+    char *err)
 {
     char     *text, msg[256];
     size_t    len;
@@ -74,10 +77,10 @@ llm_tok_parse_json(const char *path, int optional, char *err)
         return NULL;
     }
     msg[0] = '\0';
-    root = llm_tok_json_parse(text, len, msg, sizeof(msg));
+    root = llm_tok_json_parse(text, len, src, msg, sizeof(msg));
     free(text);
     if (root == NULL) {
-        llm_errf(err, "%s: invalid JSON: %s", path, msg);
+        llm_errf(err, "%s: %s", path, msg);
     }
     return root;
 }
@@ -464,23 +467,30 @@ llm_tokenizer_load(const char *dir, char *err)
     llm_tokenizer  *t;
     const char     *type;
     int32_t         vocab_size;
+    int             rc;
+    llm_tok_bpe_src  src;
 
+    memset(&src, 0, sizeof(src));
     llm_path_join(path, dir, "tokenizer.json");
     llm_path_join(cpath, dir, "tokenizer_config.json");
-    root = llm_tok_parse_json(path, 0, err);
-    if (root == NULL) {
-        return NULL;
-    }
     sub[0] = '\0';
-    cfg = llm_tok_parse_json(cpath, 1, sub);
+    cfg = llm_tok_parse_json(cpath, 1, NULL, sub);
     if (cfg == NULL && sub[0]) {
         llm_errf(err, "%s", sub);
-        yajl_tree_free(root);
         return NULL;
     }
-
     t = llm_xcalloc(1, sizeof(*t));
     t->unk_id = -1;
+    src.arena = &t->arena;
+    root = llm_tok_parse_json(path, 0, &src, err);
+    if (root == NULL) {
+        llm_tok_bpe_src_free(&src);
+        llm_tokenizer_free(t);
+        if (cfg) {
+            yajl_tree_free(cfg);
+        }
+        return NULL;
+    }
 
     model = llm_tok_json_get(root, "model");
     type = llm_tok_json_str(model, "type");
@@ -493,7 +503,9 @@ llm_tokenizer_load(const char *dir, char *err)
                  "byte-level or SentencePiece-style)", type);
         goto failed;
     }
-    if (llm_tok_bpe_load(t, model, sub) != 0) {
+    rc = llm_tok_bpe_load(t, model, &src, sub);
+    llm_tok_bpe_src_free(&src);
+    if (rc != 0) {
         goto failed;
     }
     vocab_size = (int32_t) t->vocab.count;
@@ -524,6 +536,7 @@ llm_tokenizer_load(const char *dir, char *err)
     return t;
 
 failed:
+    llm_tok_bpe_src_free(&src);
     /* messages from the parts name the problem; prefix the file */
     if (strncmp(sub, "tokenizer.json: ", 16) == 0) {
         llm_errf(err, "%s: %s", path, sub + 16);

@@ -103,45 +103,22 @@ llm_bpe_opt_str(yajl_val model, const char *key)
 
 
 static int
-llm_bpe_load_vocab(llm_tokenizer *t, yajl_val vocab, char *err)
+llm_bpe_load_vocab(llm_tokenizer *t, const llm_tok_bpe_src *src, char *err)
 {
-    size_t     i, n;
-    int32_t    id, max_id = -1;
-    uint32_t   off, len;
-    uint32_t  *offs, *lens;
-    int32_t   *ids;
+    size_t                      i;
+    int32_t                     id, max_id = -1;
+    const llm_tok_vocab_entry  *e;
 
-    if (!YAJL_IS_OBJECT(vocab)) {
-        llm_errf(err, "model.vocab is not an object");
+    if (!src->have_vocab) {
+        llm_errf(err, "model has no \"vocab\" object");
         return -1;
     }
-    n = vocab->u.object.len;
-    offs = llm_xmalloc((n + 1) * sizeof(uint32_t));
-    lens = llm_xmalloc((n + 1) * sizeof(uint32_t));
-    ids = llm_xmalloc((n + 1) * sizeof(int32_t));
-    llm_tok_map_init(&t->vocab, n);
-    for (i = 0; i < n; i++) {
-        if (!YAJL_IS_INTEGER(vocab->u.object.values[i])
-            || YAJL_GET_INTEGER(vocab->u.object.values[i]) < 0
-            || YAJL_GET_INTEGER(vocab->u.object.values[i]) >= (1 << 24))
-        {
-            llm_errf(err, "model.vocab: \"%s\" has no valid id",
-                     vocab->u.object.keys[i]);
-            free(offs);
-            free(lens);
-            free(ids);
-            return -1;
-        }
-        id = (int32_t) YAJL_GET_INTEGER(vocab->u.object.values[i]);
-        len = (uint32_t) strlen(vocab->u.object.keys[i]);
-        off = (uint32_t) t->arena.len;
-        llm_tok_buf_put(&t->arena, vocab->u.object.keys[i], len + 1);
-        llm_tok_map_put(&t->vocab, t->arena.p, off, len, id);
-        offs[i] = off;
-        lens[i] = len;
-        ids[i] = id;
-        if (id > max_id) {
-            max_id = id;
+    llm_tok_map_init(&t->vocab, src->n_vocab);
+    for (i = 0; i < src->n_vocab; i++) {
+        e = &src->vocab[i];
+        llm_tok_map_put(&t->vocab, t->arena.p, e->off, e->len, e->id);
+        if (e->id > max_id) {
+            max_id = e->id;
         }
     }
     t->n_ids = max_id + 1;
@@ -153,66 +130,26 @@ llm_bpe_load_vocab(llm_tokenizer *t, yajl_val vocab, char *err)
         t->str_len[id] = UINT32_MAX;
         t->added_of[id] = -1;
     }
-    for (i = 0; i < n; i++) {
-        t->str_off[ids[i]] = offs[i];
-        t->str_len[ids[i]] = lens[i];
+    for (i = 0; i < src->n_vocab; i++) {
+        /* a repeated key: the map and the id table both keep the last */
+        e = &src->vocab[i];
+        t->str_off[e->id] = e->off;
+        t->str_len[e->id] = e->len;
     }
-    free(offs);
-    free(lens);
-    free(ids);
     return 0;
 }
 
 
-/* One merge: ["a", "b"] (current format) or "a b" (older files). */
 static int
-llm_bpe_merge_parts(yajl_val m, const char **a, size_t *alen, const char **b,
-    size_t *blen)
+llm_bpe_load_merges(llm_tokenizer *t, const llm_tok_bpe_src *src, char *err)
 {
-    const char  *sp;
+    size_t           i, cap = 16, plen, alen, blen;
+    const char      *a, *b;
+    const uint32_t  *m;
+    int32_t          ida, idb, idn;
+    llm_tok_buf      tmp = { 0 };
 
-    if (YAJL_IS_ARRAY(m) && m->u.array.len == 2
-        && YAJL_IS_STRING(m->u.array.values[0])
-        && YAJL_IS_STRING(m->u.array.values[1]))
-    {
-        *a = m->u.array.values[0]->u.string;
-        *b = m->u.array.values[1]->u.string;
-        *alen = strlen(*a);
-        *blen = strlen(*b);
-        return 0;
-    }
-    if (YAJL_IS_STRING(m)) {
-        sp = strchr(m->u.string, ' ');
-        if (sp == NULL || strchr(sp + 1, ' ') != NULL) {
-            return -1;          /* HF: exactly two parts */
-        }
-        *a = m->u.string;
-        *alen = (size_t) (sp - m->u.string);
-        *b = sp + 1;
-        *blen = strlen(sp + 1);
-        return 0;
-    }
-    return -1;
-}
-
-
-static int
-llm_bpe_load_merges(llm_tokenizer *t, yajl_val merges, char *err)
-{
-    size_t        i, n, cap = 16, plen, alen, blen;
-    const char   *a, *b;
-    int32_t       ida, idb, idn;
-    llm_tok_buf   tmp = { 0 };
-
-    if (merges == NULL || YAJL_IS_NULL(merges)) {
-        return 0;
-    }
-    if (!YAJL_IS_ARRAY(merges)) {
-        llm_errf(err, "model.merges is not an array");
-        return -1;
-    }
-    n = merges->u.array.len;
-    while (cap < n * 2) {
+    while (cap < src->n_merges * 2) {
         cap *= 2;
     }
     t->merge_key = llm_xmalloc(cap * sizeof(uint64_t));
@@ -222,13 +159,12 @@ llm_bpe_load_merges(llm_tokenizer *t, yajl_val merges, char *err)
     t->merge_mask = (uint32_t) (cap - 1);
     plen = t->cont_prefix ? strlen(t->cont_prefix) : 0;
 
-    for (i = 0; i < n; i++) {
-        if (llm_bpe_merge_parts(merges->u.array.values[i], &a, &alen, &b,
-                                &blen) != 0)
-        {
-            llm_errf(err, "model.merges[%zu] is not a pair of tokens", i);
-            goto failed;
-        }
+    for (i = 0; i < src->n_merges; i++) {
+        m = &src->merges[i * 4];
+        a = src->mbuf.p + m[0];
+        alen = m[1];
+        b = src->mbuf.p + m[2];
+        blen = m[3];
         ida = llm_tok_map_get(&t->vocab, t->arena.p, a, alen);
         idb = llm_tok_map_get(&t->vocab, t->arena.p, b, blen);
         if (ida < 0 || idb < 0) {
@@ -261,7 +197,8 @@ failed:
 
 
 int
-llm_tok_bpe_load(llm_tokenizer *t, yajl_val model, char *err)
+llm_tok_bpe_load(llm_tokenizer *t, yajl_val model,
+    const llm_tok_bpe_src *src, char *err)
 {
     const char  *unk;
     char         name[8];
@@ -273,8 +210,8 @@ llm_tok_bpe_load(llm_tokenizer *t, yajl_val model, char *err)
     t->cont_prefix = llm_bpe_opt_str(model, "continuing_subword_prefix");
     t->end_suffix = llm_bpe_opt_str(model, "end_of_word_suffix");
 
-    if (llm_bpe_load_vocab(t, llm_tok_json_get(model, "vocab"), err) != 0
-        || llm_bpe_load_merges(t, llm_tok_json_get(model, "merges"), err) != 0)
+    if (llm_bpe_load_vocab(t, src, err) != 0
+        || llm_bpe_load_merges(t, src, err) != 0)
     {
         return -1;
     }

@@ -19,6 +19,9 @@
 #include "util.h"
 
 
+#define LLM_TOK_MAX_TEXT  ((size_t) 64 << 20)
+
+
 void
 llm_tok_ctx_init(llm_tok_ctx *c, const llm_tokenizer *t, char *err)
 {
@@ -155,8 +158,10 @@ llm_tokenizer_encode(const llm_tokenizer *t, const char *text, size_t len,
     int             n;
 
     *ids = NULL;
-    if (len >= (size_t) 1 << 30) {
-        llm_errf(err, "tokenize: text of %zu bytes is too long (1 GiB at "
+    if (len > LLM_TOK_MAX_TEXT) {
+        /* piece offsets are 32-bit, and normalizing plus byte mapping can
+         * grow the text ~30 times in the worst case */
+        llm_errf(err, "tokenize: text of %zu bytes is too long (64 MiB at "
                  "most)", len);
         return -1;
     }

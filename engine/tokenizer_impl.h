@@ -370,7 +370,9 @@ void llm_tok_trie_free(llm_tok_trie *tr);
 int llm_tok_pretok_apply(const llm_tok_pretok *p, llm_tok_ctx *c);
 
 /* BPE model: loads "model"; encodes one piece, appending ids to c->ids. */
-int llm_tok_bpe_load(llm_tokenizer *t, yajl_val model, char *err);
+struct llm_tok_bpe_src_s;
+int llm_tok_bpe_load(llm_tokenizer *t, yajl_val model,
+    const struct llm_tok_bpe_src_s *src, char *err);
 void llm_tok_bpe_encode(llm_tok_ctx *c, const char *s, size_t len);
 void llm_tok_bpe_free(llm_tokenizer *t);
 void llm_tok_bpe_ctx_free(llm_tok_ctx *c);
@@ -399,10 +401,30 @@ int llm_tok_skipped(const llm_tokenizer *t, int32_t id);
 int llm_tok_decode_into(const llm_tokenizer *t, const int32_t *ids, size_t n,
     int skip_special, llm_tok_buf *out);
 
-/* Parses JSON into a tree for yajl_tree_free (tokenizer_json.c); NULL and
- * a one-line message in msg on a syntax error. */
-yajl_val llm_tok_json_parse(const char *text, size_t len, char *msg,
-    size_t msg_len);
+/* model.vocab and model.merges as the parser streams them out of the JSON
+ * (tokenizer_json.c), for llm_tok_bpe_load. */
+typedef struct {
+    uint32_t  off, len;     /* key bytes in the arena */
+    int32_t   id;
+} llm_tok_vocab_entry;
+
+typedef struct llm_tok_bpe_src_s {
+    llm_tok_buf          *arena;    /* where vocabulary keys are stored */
+    llm_tok_vocab_entry  *vocab;
+    size_t                n_vocab, vocab_cap;
+    uint32_t             *merges;   /* per merge: a off, a len, b off, b len
+                                       (bytes in mbuf) */
+    size_t                n_merges, merge_cap;
+    llm_tok_buf           mbuf;
+    int                   have_vocab, have_merges;
+} llm_tok_bpe_src;
+
+/* Parses JSON into a tree for yajl_tree_free; with src, root.model.vocab
+ * and root.model.merges go to src instead of the tree.  NULL and a
+ * one-line message in msg on error. */
+yajl_val llm_tok_json_parse(const char *text, size_t len,
+    llm_tok_bpe_src *src, char *msg, size_t msg_len);
+void llm_tok_bpe_src_free(llm_tok_bpe_src *s);
 
 /* JSON helpers (tokenizer.c) */
 yajl_val llm_tok_json_get(yajl_val obj, const char *key);
