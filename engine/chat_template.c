@@ -318,6 +318,91 @@ llm_json_value(jinja_vm *vm, yajl_val v, int depth)
 }
 
 
+/* A JSON tree that will be freed before the render ends: strings copied. */
+static jv
+llm_json_value_copy(jinja_vm *vm, yajl_val v, int depth)
+{
+    jv      out;
+    size_t  i, n;
+
+    if (v == NULL) {
+        return jv_none();
+    }
+    if (depth > 500) {
+        jinja_fail(vm, "the JSON input is nested too deeply");
+    }
+    switch (v->type) {
+    case yajl_t_string:
+        return jv_str_copy(vm, v->u.string, strlen(v->u.string));
+    case yajl_t_object:
+        n = v->u.object.len;
+        out = jv_dict_new(vm, n);
+        for (i = 0; i < n; i++) {
+            const char  *k = v->u.object.keys[i];
+
+            jv_dict_set(vm, out, jv_str_copy(vm, k, strlen(k)),
+                        llm_json_value_copy(vm, v->u.object.values[i], depth + 1));
+        }
+        return out;
+    case yajl_t_array:
+        n = v->u.array.len;
+        out = jv_list_new(vm, n);
+        for (i = 0; i < n; i++) {
+            jv_list_push(vm, out, llm_json_value_copy(vm, v->u.array.values[i], depth + 1));
+        }
+        return out;
+    default:
+        return llm_json_value(vm, v, depth);
+    }
+}
+
+
+/* LLM_CHAT_TOOL_ARGS_JSON: vLLM's _postprocess_messages(). */
+static void
+llm_parse_tool_arguments(jinja_vm *vm, jv messages)
+{
+    size_t    i, k;
+    jv        m, role, calls, fn, args;
+    yajl_val  tree;
+    char     *text, yerr[128];
+
+    for (i = 0; i < messages.u.list->n; i++) {
+        m = messages.u.list->items[i];
+        if (m.type != JV_DICT || !jv_dict_get_str(m, "role", 4, &role)
+            || role.type != JV_STR || role.len != 9
+            || memcmp(role.u.s, "assistant", 9) != 0
+            || !jv_dict_get_str(m, "tool_calls", 10, &calls) || calls.type != JV_LIST)
+        {
+            continue;
+        }
+        for (k = 0; k < calls.u.list->n; k++) {
+            if (calls.u.list->items[k].type != JV_DICT
+                || !jv_dict_get_str(calls.u.list->items[k], "function", 8, &fn)
+                || fn.type != JV_DICT)
+            {
+                continue;
+            }
+            if (!jv_dict_get_str(fn, "arguments", 9, &args) || !jv_truthy(args)) {
+                jv_dict_set(vm, fn, jv_lit("arguments"), jv_dict_new(vm, 0));
+                continue;
+            }
+            if (args.type != JV_STR) {
+                continue;
+            }
+            text = jinja_strdup(vm, args.u.s, args.len);
+            tree = yajl_tree_parse(text, yerr, sizeof(yerr));
+            if (tree == NULL) {
+                jinja_fail(vm, "messages[%zu].tool_calls[%zu].function.arguments "
+                           "is not valid JSON", i, k);
+            }
+            args = llm_json_value_copy(vm, tree, 0);
+            yajl_tree_free(tree);
+            jv_dict_set(vm, fn, jv_lit("arguments"), args);
+        }
+    }
+}
+
+
 static void
 llm_set_var(jinja_vm *vm, const char *name, jv val)
 {
@@ -331,6 +416,17 @@ char *
 llm_chat_template_render(const llm_chat_template *t, yajl_val messages,
     yajl_val tools, yajl_val documents, int add_generation_prompt,
     yajl_val kwargs, size_t *len, char *err)
+{
+    return llm_chat_template_render_flags(t, messages, tools, documents,
+                                          add_generation_prompt, kwargs, 0,
+                                          len, err);
+}
+
+
+char *
+llm_chat_template_render_flags(const llm_chat_template *t, yajl_val messages,
+    yajl_val tools, yajl_val documents, int add_generation_prompt,
+    yajl_val kwargs, unsigned flags, size_t *len, char *err)
 {
     static const char *const fixed[] = {
         "messages", "tools", "documents", "add_generation_prompt"
@@ -389,7 +485,11 @@ llm_chat_template_render(const llm_chat_template *t, yajl_val messages,
             llm_set_var(&vm, key, llm_json_value(&vm, kwargs->u.object.values[i], 0));
         }
     }
-    llm_set_var(&vm, "messages", llm_json_value(&vm, messages, 0));
+    list = llm_json_value(&vm, messages, 0);
+    if (flags & LLM_CHAT_TOOL_ARGS_JSON) {
+        llm_parse_tool_arguments(&vm, list);
+    }
+    llm_set_var(&vm, "messages", list);
     llm_set_var(&vm, "tools", llm_json_value(&vm, tools, 0));
     llm_set_var(&vm, "documents", llm_json_value(&vm, documents, 0));
     llm_set_var(&vm, "add_generation_prompt", jv_bool(add_generation_prompt));

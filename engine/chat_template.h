@@ -35,4 +35,17 @@ char *llm_chat_template_render(const llm_chat_template *t, yajl_val messages,
     yajl_val tools, yajl_val documents, int add_generation_prompt,
     yajl_val kwargs, size_t *len, char *err);
 
+/* Flags of llm_chat_template_render_flags(). */
+#define LLM_CHAT_TOOL_ARGS_JSON  0x01   /* what vLLM does to OpenAI requests
+    before rendering: in assistant messages, tool_calls[].function.arguments
+    given as a JSON string is parsed into its value (missing, null or ""
+    become {}), because chat templates expect objects there; a string that
+    is not JSON is an error */
+
+/* llm_chat_template_render() with flags (0 is exactly the function above). */
+char *llm_chat_template_render_flags(const llm_chat_template *t,
+    yajl_val messages, yajl_val tools, yajl_val documents,
+    int add_generation_prompt, yajl_val kwargs, unsigned flags, size_t *len,
+    char *err);
+
 #endif /* LLM_CHAT_TEMPLATE_H */

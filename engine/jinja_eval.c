@@ -115,8 +115,16 @@ jinja_scope_set(jinja_vm *vm, jinja_scope *s, const char *name, size_t len,
     v->len = (uint32_t) len;
     v->hash = hash;
     v->val = val;
-    if (s->n > JINJA_SCOPE_LINEAR) {
-        scope_reindex(vm, s);
+    if (s->index) {
+        uint32_t  slot;
+
+        for (slot = hash & (s->index_cap - 1); s->index[slot];
+             slot = (slot + 1) & (s->index_cap - 1))
+        {
+        }
+        s->index[slot] = s->n;
+    } else if (s->n > JINJA_SCOPE_LINEAR) {
+        scope_reindex(vm, s);       /* sized for cap: at most half full */
     }
 }
 
@@ -126,9 +134,7 @@ static void
 scope_clear(jinja_scope *s)
 {
     s->n = 0;
-    if (s->index) {
-        memset(s->index, 0, s->index_cap * sizeof(uint32_t));
-    }
+    s->index = NULL;
 }
 
 

@@ -1550,7 +1550,7 @@ t_callable(jinja_vm *vm, jv v, jinja_args *a)
     no_test_args(vm, a, "callable");
     return v.type == JV_FUNC || v.type == JV_LOOP
            || (v.type == JV_OBJ && v.u.obj->kind == JO_JOINER)
-           || (v.type == JV_UNDEF && v.u.undef && v.u.undef->security);
+           || v.type == JV_UNDEF;      /* Undefined defines __call__ (to fail) */
 }
 
 

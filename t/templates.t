@@ -11,6 +11,11 @@
    raise_exception() our message must be jinja2's message verbatim).
 2. The small templates of t/templates/features.json, one language feature
    each, compared the same way.
+3. 300 random templates from t/templates/randtemplates.py (fixed seed),
+   compared the same way: the grammar reaches corners no real template does.
+4. A bounded libFuzzer run (t/templates/fuzz.sh, LLM_FUZZ_SECONDS, default
+   20 s; 0 skips it) over the parser and renderer finds no crash, sanitizer
+   report or hang.  `make fuzz-jinja` runs it longer.
 
 A summary with the counts is printed at the end and written to
 $LLM_BUILD/templates/report.json (docs/chat-templates.md quotes it).
@@ -31,6 +36,7 @@ DATE = "2024-07-26"
 os.environ["LLM_TEMPLATE_DATE"] = DATE
 
 sys.path.insert(0, os.path.join(ROOT, "t", "templates"))
+import randtemplates  # noqa: E402
 import render_ref  # noqa: E402
 
 _n = 0
@@ -258,12 +264,52 @@ def main():
            "template: %r\n%s" % (feat["template"], detail))
     report["features"] = {"total": len(fjobs), "pass": fpass}
 
+    # random templates
+    rdir = os.path.join(WORK, "random")
+    rjobs = []
+    for i, (src, variables) in enumerate(randtemplates.generate(2024, 300)):
+        mdir = os.path.join(rdir, "r%03d" % i)
+        os.makedirs(mdir, exist_ok=True)
+        with open(os.path.join(mdir, "chat_template.jinja"), "w", encoding="utf-8") as f:
+            f.write(src)
+        messages = variables.pop("messages")
+        mfile = os.path.join(mdir, "messages.json")
+        with open(mfile, "w", encoding="utf-8") as f:
+            json.dump(messages, f, ensure_ascii=False)
+        ref = render_ref.render(src, json.loads(json.dumps(messages)), None, None, False, {},
+                                json.loads(json.dumps(variables)))
+        rjobs.append((src, mdir, {"messages": mfile}, {"kwargs": variables}, ref))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
+        rours = list(ex.map(lambda j: run_llm(j[1], j[2], j[3]), rjobs))
+    rbad = []
+    for (src, mdir, files, case, ref), our in zip(rjobs, rours):
+        passed, kind, detail = compare(ref, our)
+        if not passed and not (ref[0] == "ok" and our[0] == "ok"
+                               and randtemplates.nondeterministic(ref[1])):
+            rbad.append("template: %r\n%s" % (src, detail))
+    report["random"] = {"total": len(rjobs), "pass": len(rjobs) - len(rbad)}
+    ok(not rbad, "%d random templates (seed 2024): %d mismatches" % (len(rjobs), len(rbad)),
+       "\n".join(rbad[:5]))
+
+    fuzz_seconds = int(os.environ.get("LLM_FUZZ_SECONDS", "20"))
+    if fuzz_seconds > 0:
+        p = subprocess.run([os.path.join(ROOT, "t", "templates", "fuzz.sh"), BUILD,
+                            str(fuzz_seconds)], capture_output=True, timeout=900)
+        text = p.stdout.decode("utf-8", "replace")
+        runs = [l for l in text.splitlines() if l.startswith("stat::number_of_executed_units")]
+        report["fuzz"] = {"seconds": fuzz_seconds, "ok": p.returncode == 0,
+                          "runs": int(runs[0].split()[-1]) if runs else 0}
+        ok(p.returncode == 0, "libFuzzer, %d s, %d inputs: no crash, sanitizer report or hang"
+           % (fuzz_seconds, report["fuzz"]["runs"]),
+           "\n".join(text.splitlines()[-40:]))
+
     with open(os.path.join(WORK, "report.json"), "w") as f:
         json.dump(report, f, indent=1, sort_keys=True)
     note("%d templates x %d conversations = %d renders: %d identical, %d raise in both, "
-         "%d mismatches; %d/%d feature templates" % (
+         "%d mismatches; %d/%d feature templates; %d/%d random templates" % (
              len(by_template), len(cases), report["renders"], report["identical"],
-             report["both_raise"], report["mismatch"], fpass, len(fjobs)))
+             report["both_raise"], report["mismatch"], fpass, len(fjobs),
+             report["random"]["pass"], report["random"]["total"]))
     print("1..%d" % _n)
     return 1 if _failed else 0
 

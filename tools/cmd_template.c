@@ -3,7 +3,10 @@
  *
  *   llm template --model DIR --messages FILE [--tools FILE]
  *       [--documents FILE] [--add-generation-prompt] [--kwargs JSON]
+ *       [--tool-arguments-json]
  *
+ * --tool-arguments-json parses OpenAI-style string tool-call arguments into
+ * objects first, as vLLM does (LLM_CHAT_TOOL_ARGS_JSON).
  * Prints the prompt exactly, with no newline added (SPEC section 3).
  * strftime_now() uses the current date unless LLM_TEMPLATE_DATE pins it.
  */
@@ -58,6 +61,8 @@ llm_cmd_template(int argc, char **argv)
     const char         *docs_file = llm_cli_opt(argc, argv, "--documents");
     const char         *kw_text = llm_cli_opt(argc, argv, "--kwargs");
     int                 agp = llm_cli_flag(argc, argv, "--add-generation-prompt");
+    unsigned            flags = llm_cli_flag(argc, argv, "--tool-arguments-json")
+                                ? LLM_CHAT_TOOL_ARGS_JSON : 0;
     yajl_val            messages = NULL, tools = NULL, docs = NULL, kwargs = NULL;
     llm_chat_template  *t;
     char                err[LLM_ERR_LEN], *out;
@@ -67,7 +72,8 @@ llm_cmd_template(int argc, char **argv)
     if (model == NULL || msgs == NULL) {
         return llm_cli_fail("usage: llm template --model DIR --messages FILE "
                             "[--tools FILE] [--documents FILE] "
-                            "[--add-generation-prompt] [--kwargs JSON]");
+                            "[--add-generation-prompt] [--kwargs JSON] "
+                            "[--tool-arguments-json]");
     }
     if (llm_template_json("--messages", NULL, msgs, &messages)
         || (tools_file && llm_template_json("--tools", NULL, tools_file, &tools))
@@ -87,7 +93,8 @@ llm_cmd_template(int argc, char **argv)
         }
         goto done;
     }
-    out = llm_chat_template_render(t, messages, tools, docs, agp, kwargs, &len, err);
+    out = llm_chat_template_render_flags(t, messages, tools, docs, agp, kwargs, flags,
+                                         &len, err);
     llm_chat_template_free(t);
     if (out == NULL) {
         llm_cli_fail("%s", err);

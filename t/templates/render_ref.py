@@ -20,12 +20,18 @@ Used as a module by t/templates.t, or from the command line:
 import json
 import os
 import sys
+import warnings
 from datetime import datetime
 
 import jinja2
 from jinja2 import nodes
 from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+
+# jinja2 compiles templates to Python; odd constant expressions make Python
+# print SyntaxWarnings ("'int' object is not subscriptable") on stderr.
+warnings.filterwarnings("ignore", category=SyntaxWarning)
 
 
 class GenerationTag(Extension):

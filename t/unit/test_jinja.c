@@ -316,6 +316,43 @@ test_load(void)
 }
 
 
+static void
+test_tool_arguments(void)
+{
+    const char  *src = "{% for m in messages %}{% for c in m.tool_calls|default([]) %}"
+                       "{{ c.function.arguments|tojson }};{% endfor %}{% endfor %}";
+    const char  *msgs = "[{\"role\":\"assistant\",\"tool_calls\":["
+        "{\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\": [1, \\\"\\u00e9\\\"]}\"}},"
+        "{\"function\":{\"name\":\"g\",\"arguments\":\"\"}},"
+        "{\"function\":{\"name\":\"h\",\"arguments\":{\"b\":2}}}]},"
+        "{\"role\":\"user\",\"tool_calls\":[{\"function\":{\"arguments\":\"{}\"}}]}]";
+    char                err[LLM_ERR_LEN], *out;
+    size_t              len;
+    llm_chat_template  *t = llm_chat_template_parse(src, strlen(src), NULL, NULL, err);
+    yajl_val            m = json(msgs), bad;
+
+    out = llm_chat_template_render_flags(t, m, NULL, NULL, 0, NULL, 0, &len, err);
+    tap_ok(out && strcmp(out, "\"{\\\"a\\\": [1, \\\"\xc3\xa9\\\"]}\";\"\";{\"b\": 2};\"{}\";") == 0,
+           "without the flag, string arguments stay strings: %s", out ? out : err);
+    free(out);
+    out = llm_chat_template_render_flags(t, m, NULL, NULL, 0, NULL,
+                                         LLM_CHAT_TOOL_ARGS_JSON, &len, err);
+    tap_ok(out && strcmp(out, "{\"a\": [1, \"\xc3\xa9\"]};{};{\"b\": 2};\"{}\";") == 0,
+           "LLM_CHAT_TOOL_ARGS_JSON parses assistant tool-call arguments like vLLM: %s",
+           out ? out : err);
+    free(out);
+    bad = json("[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":"
+               "{\"arguments\":\"{oops\"}}]}]");
+    out = llm_chat_template_render_flags(t, bad, NULL, NULL, 0, NULL,
+                                         LLM_CHAT_TOOL_ARGS_JSON, &len, err);
+    tap_ok(out == NULL && strstr(err, "messages[0].tool_calls[0].function.arguments") != NULL,
+           "arguments that are not JSON are an error: %s", err);
+    yajl_tree_free(bad);
+    yajl_tree_free(m);
+    llm_chat_template_free(t);
+}
+
+
 /* The nginx module renders on a thread pool: one template, many threads. */
 typedef struct {
     llm_chat_template  *t;
@@ -380,6 +417,7 @@ main(void)
     test_rendering();
     test_strftime();
     test_load();
+    test_tool_arguments();
     test_threads();
     return tap_done();
 }
