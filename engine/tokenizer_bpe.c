@@ -225,6 +225,10 @@ llm_tok_bpe_load(llm_tokenizer *t, yajl_val model,
         snprintf(name, sizeof(name), "<0x%02X>", b);
         t->byte_ids[b] = llm_tok_map_get(&t->vocab, t->arena.p, name, 6);
     }
+    for (b = 0; b < 0x800; b++) {
+        t->char_ids[b] = llm_tok_map_get(&t->vocab, t->arena.p, name,
+                                         llm_utf8_encode((uint32_t) b, name));
+    }
     return 0;
 }
 
@@ -411,10 +415,17 @@ llm_bpe_char_id(llm_tok_ctx *c, const char *ch, size_t n, int first, int last,
 {
     const llm_tokenizer  *t = c->t;
 
+    uint32_t              cp;
+
     if ((first || t->cont_prefix == NULL) && (!last || t->end_suffix == NULL))
     {
         *str = ch;
         *slen = n;
+        if (n <= 2) {
+            /* byte-level words are made of these: a table, not a hash */
+            llm_utf8_decode(ch, 0, &cp);
+            return t->char_ids[cp];
+        }
         return llm_tok_map_get(&t->vocab, t->arena.p, ch, n);
     }
     c->tmp2.len = 0;

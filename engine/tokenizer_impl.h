@@ -306,6 +306,8 @@ struct llm_tokenizer {
     char             *cont_prefix;  /* continuing_subword_prefix or NULL */
     char             *end_suffix;   /* end_of_word_suffix or NULL */
     int32_t           byte_ids[256];  /* <0xNN> tokens, -1 when absent */
+    int32_t           char_ids[0x800];  /* the one-character tokens below
+                                           U+0800 (all of byte-level's), -1 */
 
     /* added tokens */
     llm_tok_added    *added;
