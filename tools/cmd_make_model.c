@@ -20,8 +20,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include <yajl/yajl_tree.h>
-
 #include "cli.h"
 #include "make_model.h"
 #include "util.h"
@@ -45,15 +43,6 @@ static const mm_arch mm_archs[] = {
     { "qwen3",   "Qwen3ForCausalLM",   1000000.0, 1e-6, 40960, 0, 1, 1 },
     { NULL, NULL, 0, 0, 0, 0, 0, 0 }
 };
-
-/* Token facts read from the tokenizer files. */
-typedef struct {
-    int   vocab;                 /* max id + 1 */
-    int   bos;                   /* -1: none */
-    int   eos;                   /* tokenizer_config's eos_token */
-    int   eos_all[8];            /* every id that ends generation */
-    int   n_eos_all;
-} mm_tokens;
 
 static const char *mm_value_opts[] = {
     "--tokenizer", "--out", "--arch", "--layers", "--hidden", "--heads",
@@ -174,181 +163,6 @@ mm_copy_file(const char *from_dir, const char *to_dir, const char *name,
 }
 
 
-static yajl_val
-mm_parse_json(const char *path, char *err)
-{
-    char      *text, perr[256];
-    yajl_val   v;
-
-    text = llm_read_file(path, NULL, err);
-    if (text == NULL) {
-        return NULL;
-    }
-    perr[0] = '\0';
-    v = yajl_tree_parse(text, perr, sizeof(perr));
-    free(text);
-    if (v == NULL) {
-        llm_errf(err, "%s: invalid JSON: %.200s", path, perr);
-    }
-    return v;
-}
-
-
-/* The id of a token's text: added tokens first, then the model vocab. */
-static int
-mm_token_id(yajl_val tok, const char *text)
-{
-    static const char *vocab_path[] = { "model", "vocab", NULL };
-    static const char *added_path[] = { "added_tokens", NULL };
-    static const char *content[] = { "content", NULL };
-    static const char *id[] = { "id", NULL };
-    yajl_val  added, vocab, t, c, i;
-    size_t    k;
-
-    if (text == NULL) {
-        return -1;
-    }
-    added = yajl_tree_get(tok, added_path, yajl_t_array);
-    for (k = 0; added && k < YAJL_GET_ARRAY(added)->len; k++) {
-        t = YAJL_GET_ARRAY(added)->values[k];
-        c = yajl_tree_get(t, content, yajl_t_string);
-        i = yajl_tree_get(t, id, yajl_t_number);
-        if (c && i && strcmp(c->u.string, text) == 0) {
-            return (int) YAJL_GET_INTEGER(i);
-        }
-    }
-    vocab = yajl_tree_get(tok, vocab_path, yajl_t_object);
-    for (k = 0; vocab && k < YAJL_GET_OBJECT(vocab)->len; k++) {
-        if (strcmp(YAJL_GET_OBJECT(vocab)->keys[k], text) == 0
-            && YAJL_IS_INTEGER(YAJL_GET_OBJECT(vocab)->values[k]))
-        {
-            return (int) YAJL_GET_INTEGER(YAJL_GET_OBJECT(vocab)->values[k]);
-        }
-    }
-    return -1;
-}
-
-
-/* tokenizer_config's "bos_token"/"eos_token": a string or {"content": ...}. */
-static const char *
-mm_config_token(yajl_val cfg, const char *key)
-{
-    const char      *path[] = { key, NULL };
-    static const char *content[] = { "content", NULL };
-    yajl_val         v = yajl_tree_get(cfg, path, yajl_t_any);
-
-    if (v && YAJL_IS_OBJECT(v)) {
-        v = yajl_tree_get(v, content, yajl_t_string);
-    }
-    return v && YAJL_IS_STRING(v) ? YAJL_GET_STRING(v) : NULL;
-}
-
-
-static void
-mm_eos_add(mm_tokens *t, int id)
-{
-    int  i, j;
-
-    if (id < 0 || t->n_eos_all == 8) {
-        return;
-    }
-    for (i = 0; i < t->n_eos_all && t->eos_all[i] < id; i++) { }
-    if (i < t->n_eos_all && t->eos_all[i] == id) {
-        return;
-    }
-    for (j = t->n_eos_all; j > i; j--) {
-        t->eos_all[j] = t->eos_all[j - 1];
-    }
-    t->eos_all[i] = id;
-    t->n_eos_all++;
-}
-
-
-/*
- * Vocabulary size, BOS and the ids that end generation, as the real
- * generation_config.json files of these families list them:
- * Llama 3 stops on <|end_of_text|> and <|eot_id|>, and Llama 3.1 also on
- * <|eom_id|> (id 128008: [128001, 128008, 128009]); Qwen on <|im_end|> and
- * <|endoftext|>; SentencePiece models on </s>.
- */
-static int
-mm_read_tokens(const char *dir, int llama31, mm_tokens *out, char *err)
-{
-    static const char *vocab_path[] = { "model", "vocab", NULL };
-    static const char *added_path[] = { "added_tokens", NULL };
-    static const char *id_path[] = { "id", NULL };
-    static const char *ends[] = { "<|end_of_text|>", "<|eom_id|>",
-        "<|eot_id|>", "<|endoftext|>", "<|im_end|>", NULL };
-    char       path[PATH_MAX];
-    yajl_val   tok, cfg, vocab, added, v;
-    size_t     k;
-    int        i, eot;
-
-    tok = mm_parse_json(llm_path_join(path, dir, "tokenizer.json"), err);
-    if (tok == NULL) {
-        return -1;
-    }
-    cfg = mm_parse_json(llm_path_join(path, dir, "tokenizer_config.json"),
-                        err);
-    if (cfg == NULL) {
-        yajl_tree_free(tok);
-        return -1;
-    }
-
-    out->vocab = 0;
-    vocab = yajl_tree_get(tok, vocab_path, yajl_t_object);
-    for (k = 0; vocab && k < YAJL_GET_OBJECT(vocab)->len; k++) {
-        v = YAJL_GET_OBJECT(vocab)->values[k];
-        if (YAJL_IS_INTEGER(v) && YAJL_GET_INTEGER(v) + 1 > out->vocab) {
-            out->vocab = (int) YAJL_GET_INTEGER(v) + 1;
-        }
-    }
-    added = yajl_tree_get(tok, added_path, yajl_t_array);
-    for (k = 0; added && k < YAJL_GET_ARRAY(added)->len; k++) {
-        v = yajl_tree_get(YAJL_GET_ARRAY(added)->values[k], id_path,
-                          yajl_t_number);
-        if (v && YAJL_IS_INTEGER(v) && YAJL_GET_INTEGER(v) + 1 > out->vocab) {
-            out->vocab = (int) YAJL_GET_INTEGER(v) + 1;
-        }
-    }
-    if (out->vocab == 0) {
-        llm_errf(err, "%s/tokenizer.json: no model.vocab", dir);
-        yajl_tree_free(tok);
-        yajl_tree_free(cfg);
-        return -1;
-    }
-
-    out->bos = mm_token_id(tok, mm_config_token(cfg, "bos_token"));
-    if (out->bos < 0) {
-        /* Qwen configs name <|endoftext|> as bos_token_id. */
-        out->bos = mm_token_id(tok, "<|endoftext|>");
-    }
-    out->eos = mm_token_id(tok, mm_config_token(cfg, "eos_token"));
-    out->n_eos_all = 0;
-    mm_eos_add(out, out->eos);
-    for (i = 0; ends[i]; i++) {
-        mm_eos_add(out, mm_token_id(tok, ends[i]));
-    }
-    /* lenml's Llama 3 tokenizer file still calls id 128008 (Llama 3.1's
-     * <|eom_id|>) <|reserved_special_token_4|>. */
-    eot = mm_token_id(tok, "<|eot_id|>");
-    if (llama31 && eot == 128009) {
-        mm_eos_add(out, 128008);
-    }
-    yajl_tree_free(tok);
-    yajl_tree_free(cfg);
-    if (out->eos < 0 && out->n_eos_all > 0) {
-        out->eos = out->eos_all[0];
-    }
-    if (out->eos < 0) {
-        llm_errf(err, "%s/tokenizer_config.json: no eos_token found in "
-                 "tokenizer.json", dir);
-        return -1;
-    }
-    return 0;
-}
-
-
 static void
 mm_print_ids(FILE *f, const int *ids, int n)
 {
@@ -390,7 +204,7 @@ mm_torch_dtype(llm_mm_dtype d)
 
 static int
 mm_write_config(const char *dir, const llm_mm_spec *s, const mm_arch *a,
-    const mm_tokens *tk, double theta, int max_pos, int llama3_rope,
+    const llm_mm_tokens *tk, double theta, int max_pos, int llama3_rope,
     char *err)
 {
     char   path[PATH_MAX];
@@ -491,7 +305,7 @@ llm_cmd_make_model(int argc, char **argv)
 {
     llm_mm_spec     s;
     const mm_arch  *a;
-    mm_tokens       tk;
+    llm_mm_tokens   tk;
     const char     *tokdir, *out, *arch, *dtype, *v;
     char            err[LLM_ERR_LEN], *end;
     int             hd, vocab, max_pos, llama3_rope;
@@ -587,8 +401,9 @@ llm_cmd_make_model(int argc, char **argv)
         max_pos = llama3_rope ? 131072 : a->max_position;
     }
 
-    if (mm_read_tokens(tokdir, llama3_rope && strcmp(s.arch, "llama") == 0,
-                       &tk, err) != 0)
+    if (llm_mm_read_tokens(tokdir,
+                           llama3_rope && strcmp(s.arch, "llama") == 0, &tk,
+                           err) != 0)
     {
         return llm_cli_fail("make-model: %s", err);
     }

@@ -2,8 +2,9 @@
  * make_model.h -- `llm make-model`: random-weight models in Hugging Face
  * format for tests and benchmarks.
  *
- *   cmd_make_model.c        options, tokenizer facts, config.json and
- *                           generation_config.json, copying tokenizer files
+ *   cmd_make_model.c        options, config.json and generation_config.json,
+ *                           copying the tokenizer files
+ *   make_model_tokens.c     vocabulary size, BOS and EOS ids of the tokenizer
  *   make_model_weights.c    the tensor list, the seeded generator and the
  *                           safetensors writer (single file or shards)
  */
@@ -38,6 +39,26 @@ typedef struct {
     int           qk_norm;       /* qwen3: per-head RMSNorm of q and k */
     int           shards;        /* 1 = model.safetensors */
 } llm_mm_spec;
+
+#define LLM_MM_MAX_EOS  8
+
+/* Token facts read from tokenizer.json and tokenizer_config.json. */
+typedef struct {
+    int           vocab;         /* largest id + 1 */
+    int           bos;           /* -1: none */
+    int           eos;           /* tokenizer_config's eos_token */
+    int           eos_all[LLM_MM_MAX_EOS];   /* every id that ends generation */
+    int           n_eos_all;
+} llm_mm_tokens;
+
+/*
+ * Reads the tokenizer facts of dir.  Generation ends, as in the real
+ * generation_config.json files, on: Llama 3 <|end_of_text|> and <|eot_id|>,
+ * Llama 3.1 (llama31) also <|eom_id|>; Qwen <|im_end|> and <|endoftext|>;
+ * SentencePiece models </s>.  Returns 0, or -1 and a message in err.
+ */
+int llm_mm_read_tokens(const char *dir, int llama31, llm_mm_tokens *out,
+    char *err);
 
 /*
  * Writes the weights of spec into dir: model.safetensors, or with
