@@ -80,6 +80,57 @@ llm_engine_take_cancellations(llm_engine *e, double now)
 
 
 static void
+llm_engine_sample_ctx(llm_engine *e, llm_request *r, int n_output,
+    llm_sample_ctx *c)
+{
+    c->p = &r->params;
+    c->prompt = r->tokens;
+    c->n_prompt = r->n_prompt;
+    c->output = r->tokens + r->n_prompt;
+    c->n_output = n_output;
+    c->eos_ids = e->model->gen.eos_ids;
+    c->n_eos = e->model->gen.n_eos;
+    c->rng = &r->rng;
+}
+
+
+/* Verifies a request's k drafts against logits rows row..row+k and applies
+ * the accepted drafts and the bonus token. */
+static void
+llm_engine_verify(llm_engine *e, llm_request *r, const float *logits,
+    double now)
+{
+    llm_sample_ctx      c;
+    llm_token_logprob   lp[LLM_SPEC_MAX_TOKENS + 1];
+    int32_t             out[LLM_SPEC_MAX_TOKENS + 1], *drafts;
+    int                 i, j, k = r->n_draft, ok, want_lp;
+    int                 V = e->model->config.vocab_size;
+
+    want_lp = r->params.logprobs >= 0;
+    drafts = r->tokens + r->n_tokens;
+    for (j = 0; j <= k; j++) {
+        /* the history of row j includes the drafts accepted before it */
+        llm_engine_sample_ctx(e, r, r->n_tokens - r->n_prompt + j, &c);
+        out[j] = llm_sample_verify(&e->sampler,
+                                   (float *) logits + (size_t) j * V, &c,
+                                   j < k ? drafts[j] : -1, &ok,
+                                   want_lp ? &lp[j] : NULL);
+        if (j == k || !ok) {
+            break;
+        }
+    }
+    /* j drafts accepted; K/V is valid for the decode token and them */
+    r->n_computed += 1 + j;
+    r->n_draft = 0;
+    llm_sched_register_blocks(e, r);
+    llm_spec_record(e, r, k, j);
+    for (i = 0; i <= j && r->state != LLM_REQ_FINISHED; i++) {
+        llm_engine_accept_token(e, r, out[i], want_lp ? &lp[i] : NULL, now);
+    }
+}
+
+
+static void
 llm_engine_sample_step(llm_engine *e, double now)
 {
     llm_scheduler      *s = &e->sched;
@@ -91,19 +142,17 @@ llm_engine_sample_step(llm_engine *e, double now)
 
     for (i = 0; i < s->step.n; i++) {
         r = s->step.items[i];
+        if (r->n_draft > 0) {
+            llm_engine_verify(e, r, e->logits + (size_t) row * V, now);
+            row += s->step_tokens[i];
+            continue;
+        }
         r->n_computed += s->step_tokens[i];
         llm_sched_register_blocks(e, r);
         if (r->n_computed < r->n_tokens) {
             continue;                   /* a prefill chunk: no token yet */
         }
-        c.p = &r->params;
-        c.prompt = r->tokens;
-        c.n_prompt = r->n_prompt;
-        c.output = r->tokens + r->n_prompt;
-        c.n_output = r->n_tokens - r->n_prompt;
-        c.eos_ids = e->model->gen.eos_ids;
-        c.n_eos = e->model->gen.n_eos;
-        c.rng = &r->rng;
+        llm_engine_sample_ctx(e, r, r->n_tokens - r->n_prompt, &c);
         id = llm_sample(&e->sampler, e->logits + (size_t) row * V, &c,
                         r->params.logprobs >= 0 ? &lp : NULL);
         row++;
@@ -243,6 +292,18 @@ llm_engine_create(const llm_engine_config *cfg, char *err)
     e->max_num_batched_tokens = cfg->max_num_batched_tokens > 0
                                 ? cfg->max_num_batched_tokens
                                 : LLM_DEFAULT_MAX_BATCHED_TOKENS;
+    if (cfg->spec_tokens > 0) {
+        if (cfg->spec_tokens > LLM_SPEC_MAX_TOKENS || cfg->spec_lookup_min < 1
+            || cfg->spec_lookup_max < cfg->spec_lookup_min)
+        {
+            llm_errf(err, "llm_speculative: tokens must be 1..%d and "
+                     "1 <= lookup_min <= lookup_max", LLM_SPEC_MAX_TOKENS);
+            goto fail;
+        }
+        e->spec_k = cfg->spec_tokens;
+        e->spec_min = cfg->spec_lookup_min;
+        e->spec_max = cfg->spec_lookup_max;
+    }
 
     /* The pool always holds one full-length sequence, so a lone request
      * can never be starved; by default it is sized for max_num_seqs of
@@ -441,6 +502,10 @@ llm_engine_drain(llm_engine *e, llm_output_fn fn, void *data)
         o->logprobs = r->deliver.logprobs;
         o->stop_token = o->finish_reason ? r->stop_token : -1;
         o->stop_string = o->finish_reason ? r->stop_string : NULL;
+        /* written by the engine before the final publish, never after */
+        o->spec_step_accepted = o->finish_reason ? r->spec_accepted : NULL;
+        o->spec_step_drafted = o->finish_reason ? r->spec_drafted : NULL;
+        o->n_spec_step = o->finish_reason ? r->n_spec_steps : 0;
         if (!atomic_load(&r->client_gone)) {
             fn(r, o, data);
         }

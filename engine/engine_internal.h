@@ -44,6 +44,7 @@ struct llm_engine {
     int                 max_model_len;
     int                 max_num_seqs;
     int                 max_num_batched_tokens;
+    int                 spec_k, spec_min, spec_max;   /* n-gram speculation */
     void              (*notify)(void *data);
     void               *notify_data;
 
@@ -91,6 +92,17 @@ int llm_sched_schedule(llm_engine *e, double now);
 void llm_sched_register_blocks(llm_engine *e, llm_request *r);
 /* Takes a finished request out of the queues and frees its blocks. */
 void llm_sched_remove(llm_engine *e, llm_request *r);
+
+/* spec_decode.c */
+/* Up to kmax draft tokens into draft[]; returns how many. */
+int llm_spec_propose(const int32_t *toks, int L, int kmax, int nmin,
+    int nmax, int32_t *draft);
+/* Proposes drafts for a decoding request into its token buffer past
+ * n_tokens; returns k (0: none). */
+int llm_spec_schedule_drafts(llm_engine *e, llm_request *r, int budget);
+/* Accounts one verify step. */
+void llm_spec_record(llm_engine *e, llm_request *r, int drafted,
+    int accepted);
 
 /* engine_output.c */
 /* Applies a sampled token: text, stop rules, stats. */

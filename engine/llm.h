@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #define LLM_ERR_LEN 512            /* every `char *err` points to this many bytes */
+#define LLM_SPEC_MAX_TOKENS 15     /* most draft tokens per step */
 
 typedef struct llm_engine   llm_engine;
 typedef struct llm_request  llm_request;
@@ -101,10 +102,13 @@ typedef struct {
     int           completion_tokens;
     int           num_preemptions;
     int           max_tokens;            /* effective, after capping */
-    /* speculative decoding (spec_tokens > 0) */
+    /* speculative decoding (spec_tokens > 0): steps that verified drafts,
+     * drafts proposed, drafts accepted, and how many steps accepted j */
+    int           num_spec_tokens;       /* k, as configured */
     int           num_spec_steps;
     int           num_draft_tokens;
     int           num_accepted_tokens;
+    int           acceptance_histogram[LLM_SPEC_MAX_TOKENS + 1];
 } llm_request_stats;
 
 
@@ -147,6 +151,11 @@ typedef struct {
     int32_t       stop_token;            /* stop_reason: the token id that stopped, or -1 */
     const char   *stop_string;           /* or the stop string that matched, or NULL */
     llm_request_stats stats;             /* snapshot at this drain */
+    /* with the final output, when speculating: accepted and drafted tokens
+     * of each verify step, in order (per_step_* of the spec metrics) */
+    const uint8_t *spec_step_accepted;
+    const uint8_t *spec_step_drafted;
+    int           n_spec_step;
 } llm_output;
 
 typedef void (*llm_output_fn)(llm_request *r, const llm_output *out, void *data);
@@ -240,7 +249,7 @@ typedef struct {
     uint64_t      spec_num_drafts_total;
     uint64_t      spec_num_draft_tokens_total;
     uint64_t      spec_num_accepted_tokens_total;
-    uint64_t      spec_accepted_per_pos_total[16];
+    uint64_t      spec_accepted_per_pos_total[LLM_SPEC_MAX_TOKENS];
     llm_histogram hist[LLM_H_COUNT];
 } llm_engine_stats;
 

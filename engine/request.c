@@ -223,6 +223,7 @@ llm_request_create(llm_engine *e, const int32_t *prompt, int n_prompt,
     r->stats.arrival = llm_now();
     r->stats.prompt_tokens = n_prompt;
     r->stats.max_tokens = r->params.max_tokens;
+    r->stats.num_spec_tokens = e->spec_k;
     return r;
 }
 
@@ -279,6 +280,8 @@ llm_request_unref(llm_request *r)
     free(r->tokens);
     free(r->blocks);
     free(r->keys);
+    free(r->spec_accepted);
+    free(r->spec_drafted);
     free(r->held);
     if (r->detok) {
         llm_detok_free(r->detok);

@@ -66,6 +66,10 @@ struct llm_request {
     const char         *stop_string;
     llm_request_stats   stats;
     llm_request        *next;           /* waiting queue link */
+    int                 n_draft;        /* drafts scheduled this step */
+    uint8_t            *spec_accepted;  /* per verify step */
+    uint8_t            *spec_drafted;
+    int                 n_spec_steps, cap_spec_steps;
     llm_req_out         stage;          /* this step's output, before publish */
     int                 changed;        /* on the engine's changed list */
 

@@ -278,18 +278,21 @@ llm_fill_logprobs(llm_sampler *s, const float *raw, int32_t chosen,
 }
 
 
-/* Temperature, min-p, top-k, top-p, then one draw. */
-static int32_t
-llm_sample_random(llm_sampler *s, float *logits, const llm_sample_ctx *c)
+/* Temperature, min-p, top-k and top-p: leaves the candidates in
+ * s->idx[0..k) with unnormalised probabilities in s->probs, their total in
+ * *total; returns k (0 when every logit is -inf). */
+static int
+llm_candidates(llm_sampler *s, float *logits, const llm_sample_ctx *c,
+    double *total)
 {
     const llm_sampling_params  *p = c->p;
     int                         i, n = 0, k, V = s->vocab;
     float                       m, inv_t = 1.0f / p->temperature;
-    double                      sum = 0.0, cum, u, target;
+    double                      sum = 0.0, cum, target;
 
     m = logits[llm_argmax(logits, V)] * inv_t;
     if (m == -INFINITY) {
-        return llm_argmax(logits, V);
+        return 0;
     }
     /* candidates: finite logits that pass min-p (prob >= min_p * max) */
     for (i = 0; i < V; i++) {
@@ -346,20 +349,88 @@ llm_sample_random(llm_sampler *s, float *logits, const llm_sample_ctx *c)
             sum += s->probs[s->idx[i]];
         }
     }
-    u = llm_rng_uniform(c->rng) * sum;
-    for (i = 0, cum = 0.0; i < k; i++) {
-        cum += s->probs[s->idx[i]];
+    *total = sum;
+    return k;
+}
+
+
+/* One draw from the candidates, skipping `skip` (-1: none). */
+static int32_t
+llm_draw(llm_sampler *s, int k, double total, int32_t skip, llm_rng *rng)
+{
+    double  u = llm_rng_uniform(rng) * total, cum = 0.0;
+    int     i, last = -1;
+
+    for (i = 0; i < k; i++) {
+        if (s->idx[i] == skip) {
+            continue;
+        }
+        last = s->idx[i];
+        cum += s->probs[last];
         if (u < cum) {
-            return s->idx[i];
+            return last;
         }
     }
-    return s->idx[k - 1];
+    return last;
+}
+
+
+static int32_t
+llm_sample_processed(llm_sampler *s, float *logits, const llm_sample_ctx *c,
+    int32_t draft, int *accepted)
+{
+    double   total, pd = 0.0;
+    int      i, k;
+    int32_t  id;
+
+    if (accepted) {
+        *accepted = 0;
+    }
+    if (c->p->temperature < 1e-5f) {
+        id = llm_argmax(logits, s->vocab);
+        if (accepted) {
+            *accepted = id == draft;
+        }
+        return id;
+    }
+    k = llm_candidates(s, logits, c, &total);
+    if (k == 0) {
+        return llm_argmax(logits, s->vocab);
+    }
+    if (draft < 0) {
+        return llm_draw(s, k, total, -1, c->rng);
+    }
+    /* The n-gram proposal is one token with certainty, so the standard
+     * rule min(1, p/q) accepts it with probability p(draft); a rejection
+     * draws from the residual max(0, p - q), i.e. p without the draft. */
+    for (i = 0; i < k; i++) {
+        if (s->idx[i] == draft) {
+            pd = s->probs[draft];
+            break;
+        }
+    }
+    if (pd > 0.0 && llm_rng_uniform(c->rng) * total < pd) {
+        *accepted = 1;
+        return draft;
+    }
+    if (total - pd <= 0.0) {
+        return draft;                   /* nothing else has any mass */
+    }
+    return llm_draw(s, k, total - pd, draft, c->rng);
 }
 
 
 int32_t
 llm_sample(llm_sampler *s, float *logits, const llm_sample_ctx *c,
     llm_token_logprob *lp)
+{
+    return llm_sample_verify(s, logits, c, -1, NULL, lp);
+}
+
+
+int32_t
+llm_sample_verify(llm_sampler *s, float *logits, const llm_sample_ctx *c,
+    int32_t draft, int *accepted, llm_token_logprob *lp)
 {
     float    *raw = NULL;
     int32_t   id;
@@ -370,11 +441,7 @@ llm_sample(llm_sampler *s, float *logits, const llm_sample_ctx *c,
     }
     llm_apply_penalties(s, logits, c);
     llm_apply_bias_and_masks(logits, s->vocab, c);
-    if (c->p->temperature < 1e-5f) {
-        id = llm_argmax(logits, s->vocab);
-    } else {
-        id = llm_sample_random(s, logits, c);
-    }
+    id = llm_sample_processed(s, logits, c, draft, accepted);
     if (lp) {
         llm_fill_logprobs(s, raw, id, c->p->logprobs, lp);
         free(raw);

@@ -49,4 +49,12 @@ void llm_sampler_free(llm_sampler *s);
 int32_t llm_sample(llm_sampler *s, float *logits, const llm_sample_ctx *c,
     llm_token_logprob *lp);
 
+/* Speculative decoding's verification of one draft token at this position:
+ * returns the token to emit and sets *accepted when it is the draft.
+ * Greedy: the target's argmax.  Sampling: rejection sampling, so emitted
+ * tokens follow the target distribution exactly. */
+int32_t llm_sample_verify(llm_sampler *s, float *logits,
+    const llm_sample_ctx *c, int32_t draft, int *accepted,
+    llm_token_logprob *lp);
+
 #endif /* LLM_SAMPLER_H */

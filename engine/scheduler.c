@@ -12,6 +12,9 @@
  * `scheduled` timestamp stays) -- from the prefix cache, mostly, since its
  * freed blocks keep their keys until they are reused.
  *
+ * With n-gram speculation, a decoding request carries up to k draft
+ * tokens after its decode token when blocks and the budget allow.
+ *
  * With prefix caching, a request being admitted first takes every leading
  * full block of its tokens that the cache holds; only the rest is computed.
  * The last token is always computed, since its logits are needed.
@@ -233,8 +236,13 @@ llm_sched_add_to_step(llm_engine *e, llm_request *r, int n)
     llm_scheduler    *s = &e->sched;
     llm_logits_mode   mode;
 
-    mode = r->n_computed + n == r->n_tokens ? LLM_LOGITS_LAST
-                                            : LLM_LOGITS_NONE;
+    if (r->n_draft > 0) {
+        mode = LLM_LOGITS_ALL;          /* the decode token and each draft */
+    } else if (r->n_computed + n == r->n_tokens) {
+        mode = LLM_LOGITS_LAST;
+    } else {
+        mode = LLM_LOGITS_NONE;
+    }
     llm_batch_add(&e->bb, r->tokens + r->n_computed, n, r->n_computed,
                   r->blocks, r->n_blocks, mode);
     if (s->step.n == s->step_cap) {
@@ -252,7 +260,7 @@ llm_sched_schedule(llm_engine *e, double now)
 {
     llm_scheduler  *s = &e->sched;
     llm_request    *r, *victim;
-    int             i, n, hits, budget = e->max_num_batched_tokens;
+    int             i, k, n, hits, budget = e->max_num_batched_tokens;
 
     s->step.n = 0;
     llm_batch_reset(&e->bb);
@@ -260,6 +268,16 @@ llm_sched_schedule(llm_engine *e, double now)
     for (i = 0; i < s->running.n && budget > 0; i++) {
         r = s->running.items[i];
         n = r->n_tokens - r->n_computed;
+        r->n_draft = 0;
+        if (e->spec_k > 0 && n == 1) {
+            k = llm_spec_schedule_drafts(e, r, budget);
+            /* drafts never preempt anyone: without blocks, no drafts */
+            if (k > 0 && llm_sched_reserve(e, r, r->n_computed + 1 + k) == 0)
+            {
+                r->n_draft = k;
+                n = 1 + k;
+            }
+        }
         n = n < budget ? n : budget;
         while (llm_sched_reserve(e, r, r->n_computed + n) != 0) {
             victim = s->running.items[s->running.n - 1];

