@@ -55,7 +55,8 @@ remove_file(const char *name)
  * merges by rank: "b c", "a b", "a bc", "▁ a", "▁a bc".
  */
 static char *
-tiny_json(int byte_fallback, int fuse_unk, const char *extra_added)
+tiny_json(int byte_fallback, int fuse_unk, const char *extra_added,
+    const char *pretok)
 {
     llm_tok_buf  b = { 0 };
     char         tmp[64];
@@ -74,8 +75,9 @@ tiny_json(int byte_fallback, int fuse_unk, const char *extra_added)
         "{\"type\":\"Prepend\",\"prepend\":\"\xe2\x96\x81\"},"
         "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},"
         "\"content\":\"\xe2\x96\x81\"}]},"
-        "\"pre_tokenizer\":null,"
-        "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":["
+        "\"pre_tokenizer\":");
+    ADD(pretok);
+    ADD(",\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":["
         "{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},"
         "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"pair\":[],"
         "\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[1],"
@@ -105,9 +107,10 @@ tiny_json(int byte_fallback, int fuse_unk, const char *extra_added)
 
 
 static llm_tokenizer *
-load_tiny(int byte_fallback, int fuse_unk, const char *extra, const char *cfg)
+load_tiny_pretok(int byte_fallback, int fuse_unk, const char *extra,
+    const char *cfg, const char *pretok)
 {
-    char           *json = tiny_json(byte_fallback, fuse_unk, extra);
+    char           *json = tiny_json(byte_fallback, fuse_unk, extra, pretok);
     char            err[LLM_ERR_LEN];
     llm_tokenizer  *t;
 
@@ -123,6 +126,13 @@ load_tiny(int byte_fallback, int fuse_unk, const char *extra, const char *cfg)
         tap_diag("load failed: %s", err);
     }
     return t;
+}
+
+
+static llm_tokenizer *
+load_tiny(int byte_fallback, int fuse_unk, const char *extra, const char *cfg)
+{
+    return load_tiny_pretok(byte_fallback, fuse_unk, extra, cfg, "null");
 }
 
 
@@ -420,6 +430,41 @@ test_detok(void)
 }
 
 
+/* A match too deep for PCRE2's default JIT stack: the retry with a bigger
+ * stack (or the interpreter) must give the same pieces. */
+static void
+test_deep_regex(void)
+{
+    llm_tokenizer  *t;
+    size_t          n = 200000, i, len;
+    char           *text = llm_xmalloc(n), *back, err[LLM_ERR_LEN];
+    int32_t        *ids;
+    int             k;
+
+    t = load_tiny_pretok(1, 1, "", NULL, "{\"type\":\"Split\",\"pattern\":"
+                         "{\"Regex\":\"(?:(a)|(b))+\"},\"behavior\":"
+                         "\"Isolated\",\"invert\":false}");
+    if (t == NULL) {
+        tap_ok(0, "tokenizer with a Split regex loads");
+        free(text);
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        text[i] = "ab"[i & 1];
+    }
+    k = llm_tokenizer_encode(t, text, n, 0, &ids, err);
+    tap_ok(k > 0, "a 200 kB regex match beyond the JIT stack encodes%s%s",
+           k > 0 ? "" : ": ", k > 0 ? "" : err);
+    back = llm_tokenizer_decode(t, ids, k > 0 ? (size_t) k : 0, 0, &len);
+    tap_ok(len == n && memcmp(back, text, n) == 0,
+           "and decodes back to the text");
+    free(back);
+    free(ids);
+    free(text);
+    llm_tokenizer_free(t);
+}
+
+
 static void
 expect_load_error(const char *json, const char *needle, const char *what)
 {
@@ -485,6 +530,7 @@ main(void)
     test_llama_rule();
     test_decode();
     test_detok();
+    test_deep_regex();
     test_errors();
     nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
     return tap_done();
