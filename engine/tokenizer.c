@@ -138,7 +138,8 @@ llm_tok_load_added(llm_tokenizer *t, yajl_val arr, int32_t vocab_size,
         o = arr->u.array.values[i];
         content = llm_tok_json_str(o, "content");
         if (content == NULL) {
-            llm_errf(err, "tokenizer.json: added_tokens[%zu] has no content", i);
+            llm_errf(err, "tokenizer.json: added_tokens[%zu] has no content",
+                     i);
             return -1;
         }
         len = (uint32_t) strlen(content);
@@ -335,7 +336,8 @@ llm_tok_load_post(llm_tokenizer *t, yajl_val v, char *err)
         inner = llm_tok_json_get(item, "SpecialToken");
         name = llm_tok_json_str(inner, "id");
         if (name == NULL) {
-            llm_errf(err, "tokenizer.json: TemplateProcessing: bad item %zu", i);
+            llm_errf(err, "tokenizer.json: TemplateProcessing: bad item %zu",
+                     i);
             return -1;
         }
         if (llm_tok_special_ids(t, specials, name, &tp->items[i], err) != 0) {

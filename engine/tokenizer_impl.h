@@ -13,8 +13,8 @@
  *        --BPE--> ids                              (tokenizer_bpe.c)
  *        --post-processor--> ids with BOS/EOS      (tokenizer_encode.c)
  *
- *   ids --tokens--> strings --decoder chain--> text (tokenizer_decode.c)
- *                                              --> streaming (tokenizer_detok.c)
+ *   ids --> token strings --decoder chain--> text   (tokenizer_decode.c)
+ *       --> text as it becomes final, one id at a time (tokenizer_detok.c)
  *
  * After llm_tokenizer_load() returns, nothing in llm_tokenizer is written
  * again: every encode/decode call keeps its scratch state in its own context,

@@ -81,8 +81,9 @@ llm_tok_cp_to_byte(uint32_t cp)
  * digits, letter numbers, connector punctuation and the joiners.  (\S / \W
  * inside a [...] class are left to PCRE2.)
  */
-#define LLM_RE_WS  "\\t\\n\\x{0b}\\f\\r\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}" \
-                   "\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}"
+#define LLM_RE_WS  "\\t\\n\\x{0b}\\f\\r\\x{20}\\x{85}\\x{a0}\\x{1680}" \
+                   "\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}" \
+                   "\\x{3000}"
 #define LLM_RE_W   "\\p{L}\\p{M}\\p{Nd}\\p{Nl}\\p{Pc}\\x{200c}\\x{200d}"
 
 static void
