@@ -249,7 +249,7 @@ test_load(void)
     char                path[512], *out;
     llm_chat_template  *t;
     yajl_val            m = json("[{\"role\":\"user\",\"content\":\"hi\"}]");
-    yajl_val            tools = json("[{\"type\":\"function\"}]");
+    yajl_val            tools = json("[{\"type\":\"function\"}]"), kw;
     size_t              len;
 
     if (mkdtemp(dir) == NULL) {
@@ -274,9 +274,12 @@ test_load(void)
         out = llm_chat_template_render(t, m, tools, NULL, 0, NULL, &len, err);
         tap_ok(out && strcmp(out, "T1<E>") == 0, "tool_use template with tools");
         free(out);
-        out = llm_chat_template_render(t, m, NULL, NULL, 0,
-                                       json("{\"eos_token\": \"<override>\"}"), &len, err);
+        kw = json("{\"bos_token\": \"<override>\"}");
+        out = llm_chat_template_render(t, m, NULL, NULL, 0, kw, &len, err);
+        tap_ok(out && strcmp(out, "D<override><P>['<x>', '<y>']hi") == 0,
+               "kwargs override special tokens, as in transformers");
         free(out);
+        yajl_tree_free(kw);
         llm_chat_template_free(t);
     }
 
