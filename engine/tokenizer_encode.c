@@ -28,11 +28,7 @@ llm_tok_ctx_init(llm_tok_ctx *c, const llm_tokenizer *t, char *err)
     memset(c, 0, sizeof(*c));
     c->t = t;
     c->err = err;
-    c->md = pcre2_match_data_create(1, NULL);
-    if (c->md == NULL) {
-        llm_errf(err, "out of memory");
-        abort();
-    }
+    /* the PCRE2 match data is made by the first regex match */
 }
 
 
@@ -47,7 +43,9 @@ llm_tok_ctx_free(llm_tok_ctx *c)
     free(c->spans.v);
     free(c->ids);
     llm_tok_bpe_ctx_free(c);
-    pcre2_match_data_free(c->md);
+    if (c->md) {
+        pcre2_match_data_free(c->md);
+    }
     if (c->mctx) {
         pcre2_match_context_free(c->mctx);
     }

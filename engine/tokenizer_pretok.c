@@ -227,6 +227,14 @@ llm_tok_regex_match(llm_tok_ctx *c, const pcre2_code *re, const char *s,
     int          rc;
     PCRE2_SIZE  *ov;
 
+    if (c->md == NULL) {
+        /* one pair: only the whole match is needed */
+        c->md = pcre2_match_data_create(1, NULL);
+        if (c->md == NULL) {
+            llm_errf(c->err, "tokenizer regex: out of memory");
+            return -1;
+        }
+    }
     rc = pcre2_match(re, (PCRE2_SPTR) s, len, start, PCRE2_NO_UTF_CHECK,
                      c->md, c->mctx);
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
