@@ -120,11 +120,12 @@ typedef enum {
     JI_RANGE                    /* re-iterable, sized, indexable, repr range(a, b) */
 } jv_iter_kind;
 
+/* The arguments of a call, filter or test, evaluated. */
 typedef struct {
-    jv           *pos;
-    size_t        npos;
+    jv                  *pos;
+    size_t               npos;
     struct jinja_kwarg  *kw;
-    size_t        nkw;
+    size_t               nkw;
 } jinja_args;
 
 typedef jv (*jinja_filter_fn)(jinja_vm *vm, jv value, jinja_args *a);
@@ -450,15 +451,16 @@ jinja_test_fn   jinja_test_lookup(const char *name, size_t len, int *known);
 uint32_t        jinja_name_hash(const char *s, size_t len);
 
 /* jinja_eval.c */
-/* Renders t with the variables in vars (a dict whose string keys become
- * template variables).  Returns the output (malloc'd, *len bytes, NUL
- * added), or NULL with the reason in err; *raised is set when the reason
- * is a raise_exception() message, copied verbatim. */
-char *jinja_render(const jinja_template *t, jinja_vm *vm, size_t *len);
+/* A VM with the default limits; the caller sets vm->jmp with setjmp(),
+ * fills vm->root with the template's variables, then renders.  Every
+ * failure longjmps there with the reason in vm->err (and vm->raised set
+ * for a raise_exception() message, which is copied verbatim). */
 void  jinja_vm_init(jinja_vm *vm);
+void  jinja_vm_free(jinja_vm *vm);
+/* Renders t: the output, malloc'd, *len bytes plus a NUL. */
+char *jinja_render(const jinja_template *t, jinja_vm *vm, size_t *len);
 jv    jinja_eval_const(jinja_vm *vm, const jinja_node *n);
 int   jv_safe_repr(jv v);
-void  jinja_vm_free(jinja_vm *vm);
 jv    jinja_call(jinja_vm *vm, jv callee, jinja_args *a);
 jv    jinja_call_filter(jinja_vm *vm, const char *name, size_t len, jv value,
           jinja_args *a);
