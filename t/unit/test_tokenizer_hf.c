@@ -1,9 +1,9 @@
 /*
  * test_tokenizer_hf.c -- the C tokenizer against Hugging Face's Rust
- * tokenizers (npm tokenizers@0.23.2), on the real Llama 3.1, Qwen3 and
- * Mistral 7B tokenizer.json files and on variants of them that use the
- * features those files do not (t/tokenizer/reference.js writes them and
- * the golden ids and texts).
+ * tokenizers (npm tokenizers@0.23.2), on the real Llama 3.1, Qwen3,
+ * Mistral 7B, Llama 3, Gemma 3 and DeepSeek V3 tokenizer.json files and on
+ * variants of them that use the features those files do not
+ * (t/tokenizer/reference.js writes them and the golden ids and texts).
  *
  * For every model and every corpus text: ids with and without special
  * tokens, decode with and without skip_special, streaming detokenization
