@@ -20,6 +20,17 @@ my $log = `make -C '$root' BUILD=build/asan SANITIZE=address OPT=-O1 module 2>&1
 is($? >> 8, 0, 'the AddressSanitizer build of the engine and the module')
     or BAIL_OUT("make asan failed:\n" . substr($log, -3000));
 
+# the sanitizer really runs in the worker
+{
+    local $ENV{LLM_NGINX_ASAN} = 1;
+    my $t = NginxLLM->new;
+    $t->start;
+    my ($w) = $t->worker_pids;
+    like(NginxLLM::slurp("/proc/$w/maps"), qr/libasan\.so/,
+         'the worker runs with the ASan runtime');
+    $t->done;
+}
+
 for my $test (qw(api_chat.t api_completions.t api_errors.t api_metrics.t)) {
     local $ENV{LLM_NGINX_ASAN} = 1;
     my $out = `'$^X' '$FindBin::Bin/$test' 2>&1`;

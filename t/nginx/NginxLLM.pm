@@ -223,7 +223,7 @@ sub _env_for_nginx {
     my $lib = `gcc -print-file-name=libasan.so`;
     chomp $lib;
     return (LD_PRELOAD => $lib,
-            ASAN_OPTIONS => 'detect_leaks=0:fast_unwind_on_malloc=0:'
+            ASAN_OPTIONS => 'detect_leaks=0:'
                           . 'detect_odr_violation=0');
 }
 
