@@ -4,8 +4,14 @@
  * the real engine (thread, scheduler, sampler, streaming detokenizer), as
  * the nginx module drives it.  Text streams to stdout as it is produced;
  * --json prints one object at the end instead.
+ *
+ * Also, for tests and benchmarks: --frequency-penalty F, --presence-penalty
+ * F, --ignore-eos, --logit-bias ID:V,ID:V..., --spec K [--lookup-min m
+ * --lookup-max M] (n-gram speculation, default lookup 1..4), --threads N,
+ * --device D.  With --spec, --json adds the speculation counters.
  */
 #include <semaphore.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +80,14 @@ llm_gen_key_num(yajl_gen j, const char *key, int has, double v)
 
 
 static void
+llm_gen_key_int(yajl_gen j, const char *key, long long v)
+{
+    yajl_gen_string(j, (const unsigned char *) key, strlen(key));
+    yajl_gen_integer(j, v);
+}
+
+
+static void
 llm_gen_ids(yajl_gen j, const char *key, const int32_t *ids, int n)
 {
     int  i;
@@ -113,6 +127,15 @@ llm_gen_print_json(const llm_gen_state *g, const int32_t *prompt,
     llm_gen_key_num(j, "generation_ms", m.has_generation, m.generation_ms);
     llm_gen_key_num(j, "tokens_per_second", m.has_tps, m.tokens_per_second);
     yajl_gen_map_close(j);
+    if (g->stats.num_spec_tokens > 0) {
+        yajl_gen_string(j, (const unsigned char *) "speculation", 11);
+        yajl_gen_map_open(j);
+        llm_gen_key_int(j, "num_spec_steps", g->stats.num_spec_steps);
+        llm_gen_key_int(j, "num_draft_tokens", g->stats.num_draft_tokens);
+        llm_gen_key_int(j, "num_accepted_tokens",
+                        g->stats.num_accepted_tokens);
+        yajl_gen_map_close(j);
+    }
     yajl_gen_map_close(j);
     yajl_gen_get_buf(j, &buf, &len);
     fwrite(buf, 1, len, stdout);
@@ -136,22 +159,62 @@ llm_gen_num_opt(int argc, char **argv, const char *name, double *v)
 }
 
 
+/* "id:value,id:value" -> logit bias arrays; -1 when malformed. */
+static int
+llm_gen_parse_bias(const char *s, int32_t **ids, float **vals)
+{
+    int    n = 0, cap = 8;
+    long   id;
+    float  v;
+    char  *end;
+
+    *ids = llm_xmalloc(sizeof(int32_t) * cap);
+    *vals = llm_xmalloc(sizeof(float) * cap);
+    while (*s) {
+        id = strtol(s, &end, 10);
+        if (end == s || *end != ':' || id < 0 || id > INT32_MAX) {
+            return -1;
+        }
+        s = end + 1;
+        v = strtof(s, &end);
+        if (end == s || (*end != ',' && *end != '\0')) {
+            return -1;
+        }
+        if (n == cap) {
+            cap *= 2;
+            *ids = llm_xrealloc(*ids, sizeof(int32_t) * cap);
+            *vals = llm_xrealloc(*vals, sizeof(float) * cap);
+        }
+        (*ids)[n] = (int32_t) id;
+        (*vals)[n++] = v;
+        s = *end ? end + 1 : end;
+    }
+    return n;
+}
+
+
 int
 llm_cmd_generate(int argc, char **argv)
 {
+    enum { MAXT, TEMP, TOPP, TOPK, SEED, SPEC, LMIN, LMAX, FREQ, PRES, NOPT };
+    static const char    *nums[NOPT] = {
+        "--max-tokens", "--temperature", "--top-p", "--top-k", "--seed",
+        "--spec", "--lookup-min", "--lookup-max", "--frequency-penalty",
+        "--presence-penalty"
+    };
     const char           *dir = llm_cli_opt(argc, argv, "--model");
     const char           *prompt = llm_cli_opt(argc, argv, "--prompt");
-    static const char    *nums[] = { "--max-tokens", "--temperature",
-                                     "--top-p", "--top-k", "--seed" };
-    double                v[5];
-    int                   have[5], i, n_prompt, rc = 1;
+    const char           *bias = llm_cli_opt(argc, argv, "--logit-bias");
+    double                v[NOPT];
+    int                   have[NOPT], i, n_prompt, rc = 1;
     char                  err[LLM_ERR_LEN];
     llm_engine_config     cfg = { 0 };
     llm_sampling_params   p;
     llm_gen_state         g = { 0 };
     llm_engine           *e;
     llm_request          *r;
-    int32_t              *ids = NULL;
+    int32_t              *ids = NULL, *bias_ids = NULL;
+    float                *bias_vals = NULL;
     sem_t                 sem;
 
     if (dir == NULL || prompt == NULL) {
@@ -159,7 +222,7 @@ llm_cmd_generate(int argc, char **argv)
                             "[--max-tokens N --temperature T --top-p P "
                             "--top-k K --seed S --threads N --device D --json]");
     }
-    for (i = 0; i < 5; i++) {
+    for (i = 0; i < NOPT; i++) {
         have[i] = llm_gen_num_opt(argc, argv, nums[i], &v[i]);
         if (have[i] < 0) {
             return llm_cli_fail("%s: expected a number", nums[i]);
@@ -176,8 +239,14 @@ llm_cmd_generate(int argc, char **argv)
     cfg.max_num_seqs = 1;
     cfg.notify = llm_gen_notify;
     cfg.notify_data = &sem;
+    if (have[SPEC]) {
+        cfg.spec_tokens = (int) v[SPEC];
+        cfg.spec_lookup_min = have[LMIN] ? (int) v[LMIN] : 1;
+        cfg.spec_lookup_max = have[LMAX] ? (int) v[LMAX] : 4;
+    }
     e = llm_engine_create(&cfg, err);
     if (e == NULL) {
+        sem_destroy(&sem);
         return llm_cli_fail("%s", err);
     }
     n_prompt = llm_tokenizer_encode(llm_model_tokenizer(llm_engine_model(e)),
@@ -187,19 +256,35 @@ llm_cmd_generate(int argc, char **argv)
         goto done;
     }
     llm_sampling_params_init(&p, llm_engine_model(e));
-    p.max_tokens = have[0] ? (int) v[0] : 16;
-    if (have[1]) {
-        p.temperature = (float) v[1];
+    p.max_tokens = have[MAXT] ? (int) v[MAXT] : 16;
+    if (have[TEMP]) {
+        p.temperature = (float) v[TEMP];
     }
-    if (have[2]) {
-        p.top_p = (float) v[2];
+    if (have[TOPP]) {
+        p.top_p = (float) v[TOPP];
     }
-    if (have[3]) {
-        p.top_k = (int) v[3];
+    if (have[TOPK]) {
+        p.top_k = (int) v[TOPK];
     }
-    if (have[4]) {
+    if (have[SEED]) {
         p.has_seed = 1;
-        p.seed = (uint64_t) (int64_t) v[4];
+        p.seed = (uint64_t) (int64_t) v[SEED];
+    }
+    if (have[FREQ]) {
+        p.frequency_penalty = (float) v[FREQ];
+    }
+    if (have[PRES]) {
+        p.presence_penalty = (float) v[PRES];
+    }
+    p.ignore_eos = llm_cli_flag(argc, argv, "--ignore-eos");
+    if (bias) {
+        p.n_logit_bias = llm_gen_parse_bias(bias, &bias_ids, &bias_vals);
+        if (p.n_logit_bias < 0) {
+            llm_cli_fail("--logit-bias: expected ID:VALUE,ID:VALUE...");
+            goto done;
+        }
+        p.logit_bias_ids = bias_ids;
+        p.logit_bias_values = bias_vals;
     }
     r = llm_request_create(e, ids, n_prompt, &p, err);
     if (r == NULL) {
@@ -221,6 +306,8 @@ llm_cmd_generate(int argc, char **argv)
 
 done:
     free(ids);
+    free(bias_ids);
+    free(bias_vals);
     free(g.text);
     free(g.ids);
     llm_engine_destroy(e);
