@@ -35,7 +35,7 @@ ROOT = os.environ.get('LLM_ROOT') or os.path.dirname(os.path.dirname(os.path.abs
 sys.path.insert(0, os.path.join(ROOT, 't', 'ref'))
 import compare  # noqa: E402
 import ref_torch  # noqa: E402
-from tap import ok, note, bail_out, done_testing  # noqa: E402
+from tap import ok, bail_out, done_testing  # noqa: E402
 
 BUILD = os.environ.get('LLM_BUILD') or os.path.join(ROOT, 'build')
 LLM = os.path.join(BUILD, 'llm')
@@ -159,7 +159,6 @@ def check_generate(name, model_dir, ref):
         ok(tie, f'{name}: greedy ids equal the torch reference up to a near-tie at step {n}',
            f'step {n}: engine {ids[n]}, ref {want[n]}, ref gap {gaps[n]:.3g}\n'
            f'engine {ids}\nref    {want}')
-
 
 
 def main():
