@@ -98,6 +98,32 @@ $(BUILD)/t/test_cuda_ref: t/unit/test_cuda_ref.c $(CUDA_C_OBJS) $(CUDA_TEST_OBJS
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -It/unit -Icuda -o $@ $< $(CUDA_C_OBJS) $(CUDA_TEST_OBJS) $(BUILD)/libllm.a $(LDFLAGS) $(LIBS)
 
+# The CUDA backend's sources on the CPU (cuda/emu: an emulated device,
+# runtime and cuBLAS), so that make test runs its kernels without nvcc or a
+# GPU: t/gpu/test_kernels.c built against the emulator.
+CXX           ?= g++
+CUDA_EMU_OBJS  = $(patsubst cuda/%.cu,$(BUILD)/emu/%.o,$(wildcard cuda/*.cu)) \
+                 $(BUILD)/emu/cu_emu.o
+CXXFLAGS_EMU   = -std=c++20 $(OPT) -g -fPIC -pthread -DLLM_CU_EMU -Icuda/emu \
+                 -U_FORTIFY_SOURCE \
+                 -Icuda -Iengine -Wall -Wno-unused-parameter \
+                 -Wno-unused-function -Wno-unknown-pragmas -fno-strict-aliasing
+unit: $(BUILD)/t/test_cuda_emu
+
+$(BUILD)/emu/%.o: cuda/%.cu $(wildcard cuda/*.h cuda/*.cuh cuda/emu/*.h) engine/*.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_EMU) -x c++ -c $< -o $@
+
+$(BUILD)/emu/cu_emu.o: cuda/emu/cu_emu.cpp $(wildcard cuda/emu/*.h)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_EMU) -c $< -o $@
+
+$(BUILD)/t/test_cuda_emu: t/gpu/test_kernels.c $(wildcard t/gpu/*.h) $(CUDA_EMU_OBJS) $(CUDA_C_OBJS) $(CUDA_TEST_OBJS) $(BUILD)/libllm.a
+	@mkdir -p $(dir $@) $(BUILD)/emu
+	$(CC) $(CFLAGS) -DLLM_CU_EMU -Icuda/emu -Icuda -c $< -o $(BUILD)/emu/test_kernels.o
+	$(CXX) -pthread -o $@ $(BUILD)/emu/test_kernels.o $(CUDA_EMU_OBJS) \
+	    $(CUDA_C_OBJS) $(CUDA_TEST_OBJS) $(BUILD)/libllm.a $(LDFLAGS) $(LIBS)
+
 # The CUDA backend (needs nvcc, not a GPU) and its GPU checks (t/gpu/run.sh).
 cuda: $(BUILD)/libllm_cuda.so $(BUILD)/gpu/test_kernels $(BUILD)/gpu/bench \
       $(BUILD)/gpu/e2e
@@ -131,6 +157,7 @@ deps:
 
 test: deps
 	$(MAKE) all unit
+	$(MAKE) asan
 	tools/run_tests.sh $(BUILD)
 
 run: deps

@@ -286,6 +286,7 @@ llm_request_unref(llm_request *r)
     if (r->detok) {
         llm_detok_free(r->detok);
     }
+    llm_req_out_free(&r->stage);
     llm_req_out_free(&r->out);
     llm_req_out_free(&r->deliver);
     free(r);
