@@ -181,7 +181,7 @@ ngx_http_llm_json_double(ngx_http_llm_json_t *j, double v)
 size_t
 ngx_http_llm_dtoa(u_char *buf, double v)
 {
-    int      prec, exp, ndig, i;
+    int      prec, lo, hi, exp, ndig, i;
     char     tmp[40], digits[20], *p, *e;
     u_char  *b;
 
@@ -189,12 +189,31 @@ ngx_http_llm_dtoa(u_char *buf, double v)
         return ngx_cpymem(buf, "null", 4) - buf;
     }
 
-    for (prec = 1; prec <= 17; prec++) {
+    /*
+     * The shortest precision that reads back the same.  Reading back is
+     * monotonic in the precision (17 digits always do), and measured times
+     * mostly need 15 to 17 digits: try 15 first, then 16, else 17; only
+     * values that fit in 15 digits search below, by bisection.
+     */
+
+    lo = 1;
+    hi = 17;
+    prec = 15;
+
+    while (lo < hi) {
         snprintf(tmp, sizeof(tmp), "%.*e", prec - 1, v);
+
         if (strtod(tmp, NULL) == v) {
-            break;
+            hi = prec;
+
+        } else {
+            lo = prec + 1;
         }
+
+        prec = (lo >= 15) ? lo : (lo + hi) / 2;
     }
+
+    snprintf(tmp, sizeof(tmp), "%.*e", lo - 1, v);
 
     /* tmp is "-d.ddde+XX": split it into sign, digits and exponent */
     b = buf;

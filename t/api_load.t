@@ -65,4 +65,30 @@ my $tokens = () = $buf =~ /\{"token":"(?:[^"\\]|\\.)*","logprob":[^,]+,"bytes":\
 is($tokens, 120, 'all 120 tokens with their logprobs');
 
 $t->done;
+
+# --- HTTP/2: streams are DATA frames; a reset stream is an abort ---
+
+my $h2 = NginxLLM->new(listen => 'http2');
+$h2->start(wait => 0);
+my $url = $h2->url('/v1/chat/completions');
+my $curl = "curl -s --http2-prior-knowledge -H 'Content-Type: application/json'";
+my $ready;
+for (1 .. 200) {
+    $ready = `$curl -o /dev/null -w '%{http_code}' ${\ $h2->url('/health')}`;
+    last if $ready eq '200';
+    sleep 0.05;
+}
+is($ready, '200', 'HTTP/2: /health');
+my $body = q({"messages":[{"role":"user","content":"hi"}],"max_tokens":4,)
+         . q("ignore_eos":true,"stream":true});
+$out = `$curl -N -w '\n%{http_version}' $url -d '$body'`;
+like($out, qr/"finish_reason":"length".*data: \[DONE\]\n\n\n2\z/s,
+     'HTTP/2: a whole stream');
+$body =~ s/"max_tokens":4/"max_tokens":250/;
+system("$curl -N -m 0.3 -o /dev/null $url -d '$body'");
+my $line = $h2->wait_log_line(qr/finish=abort/);
+like($line // '', qr/^\/v1\/chat\/completions 200 .*completion=\d+ /,
+     'HTTP/2: a reset stream is cancelled and billed as abort');
+$h2->done;
+
 done_testing();

