@@ -108,7 +108,9 @@ CXXFLAGS_EMU   = -std=c++20 $(OPT) -g -fPIC -pthread -DLLM_CU_EMU -Icuda/emu \
                  -U_FORTIFY_SOURCE \
                  -Icuda -Iengine -Wall -Wno-unused-parameter \
                  -Wno-unused-function -Wno-unknown-pragmas -fno-strict-aliasing
+ifeq ($(SANITIZE),)
 unit: $(BUILD)/t/test_cuda_emu
+endif
 
 $(BUILD)/emu/%.o: cuda/%.cu $(wildcard cuda/*.h cuda/*.cuh cuda/emu/*.h) engine/*.h
 	@mkdir -p $(dir $@)

@@ -311,7 +311,11 @@ llm_k_attn_prefill(const T *__restrict__ q, const T *__restrict__ kc,
     const int32_t *__restrict__ bt, int nh, int nkv, int hd, int window,
     float scale, int bk, T *__restrict__ att)
 {
+#ifdef LLM_CU_EMU
+    unsigned char *llm_pf_mem = llm_emu_dyn_smem();
+#else
     extern __shared__ __align__(128) unsigned char llm_pf_mem[];
+#endif
     const int  ldt = hd + 8, lds = bk + 4, ldp = bk + 8, ldo = hd + 4;
     T         *Qs = reinterpret_cast<T *>(llm_pf_mem);
     T         *Ks = Qs + LLM_PF_BQ * ldt;
@@ -483,17 +487,20 @@ llm_split_launch(cudaStream_t st, const llm_cu_state *s, const llm_cu_md *md,
     max_splits, n_chunks, scale, s->part_ml, s->part_acc
 
     if (s->hd <= 64) {
-        llm_k_attn_split<T, 64><<<grid, 128, 0, st>>>(LLM_SPLIT_ARGS);
+        LLM_CU_LAUNCH((llm_k_attn_split<T, 64>), grid, 128, 0, st,
+                      LLM_SPLIT_ARGS);
     } else if (s->hd <= 128) {
-        llm_k_attn_split<T, 128><<<grid, 128, 0, st>>>(LLM_SPLIT_ARGS);
+        LLM_CU_LAUNCH((llm_k_attn_split<T, 128>), grid, 128, 0, st,
+                      LLM_SPLIT_ARGS);
     } else {
-        llm_k_attn_split<T, 256><<<grid, 128, 0, st>>>(LLM_SPLIT_ARGS);
+        LLM_CU_LAUNCH((llm_k_attn_split<T, 256>), grid, 128, 0, st,
+                      LLM_SPLIT_ARGS);
     }
 #undef LLM_SPLIT_ARGS
-    llm_k_attn_merge<T><<<dim3(n_split, s->nh), s->hd <= 128 ? 128 : 256, 0,
-                          st>>>(md->split_tok, md->pos, s->nh, s->hd, win,
-                                max_splits, s->part_ml, s->part_acc,
-                                (T *) s->att);
+    LLM_CU_LAUNCH(llm_k_attn_merge<T>, dim3(n_split, s->nh),
+                  s->hd <= 128 ? 128 : 256, 0, st, md->split_tok, md->pos,
+                  s->nh, s->hd, win, max_splits, s->part_ml, s->part_acc,
+                  (T *) s->att);
 }
 
 
@@ -571,13 +578,13 @@ llm_cuk_attn_prefill(cudaStream_t st, int f16, const llm_cu_state *s,
         return 0;
     }
     if (f16) {
-        llm_k_attn_prefill<__half><<<grid, 128, smem, st>>>(
+        LLM_CU_LAUNCH(llm_k_attn_prefill<__half>, grid, 128, smem, st,
             (const __half *) s->q, (const __half *) kc, (const __half *) vc,
             md->items, md->seq_start, md->seq_nq, md->pos, md->bt_off, md->bt,
             s->nh, s->nkv, s->hd, win, scale, bk, (__half *) s->att);
     } else {
-        llm_k_attn_prefill<__nv_bfloat16><<<grid, 128, smem, st>>>(
-            (const __nv_bfloat16 *) s->q, (const __nv_bfloat16 *) kc,
+        LLM_CU_LAUNCH(llm_k_attn_prefill<__nv_bfloat16>, grid, 128, smem,
+            st, (const __nv_bfloat16 *) s->q, (const __nv_bfloat16 *) kc,
             (const __nv_bfloat16 *) vc, md->items, md->seq_start, md->seq_nq,
             md->pos, md->bt_off, md->bt, s->nh, s->nkv, s->hd, win, scale, bk,
             (__nv_bfloat16 *) s->att);

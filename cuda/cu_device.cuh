@@ -9,9 +9,36 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime.h>
 #include <stdint.h>
 
 #define LLM_CU_FULL_MASK 0xffffffffu
+
+/*
+ * Kernel launches: k<<<grid, block, smem, stream>>>(args) on the GPU; in
+ * the CPU emulator (cuda/emu, -DLLM_CU_EMU) the arguments are evaluated
+ * now, as a launch does, and the kernel runs (or is recorded by a graph
+ * capture) through llm_emu_launch.  A kernel name with template arguments
+ * holding a comma is written in parentheses.
+ */
+#ifdef LLM_CU_EMU
+#include <functional>
+
+template <typename... P, typename... A>
+static inline void
+llm_emu_launch_k(void (*k)(P...), dim3 grid, dim3 block, size_t smem,
+    cudaStream_t st, A... args)
+{
+    llm_emu_launch(grid, block, smem, st, (const void *) k,
+                   [=] { k(static_cast<P>(args)...); });
+}
+
+#define LLM_CU_LAUNCH(k, grid, block, smem, st, ...)                         \
+    llm_emu_launch_k(k, dim3(grid), dim3(block), (smem), (st), __VA_ARGS__)
+#else
+#define LLM_CU_LAUNCH(k, grid, block, smem, st, ...)                         \
+    k<<<(grid), (block), (smem), (st)>>>(__VA_ARGS__)
+#endif
 
 __device__ __forceinline__ float llm_to_f(__nv_bfloat16 v)
 {

@@ -89,13 +89,17 @@ llm_gemv_launch(cudaStream_t st, const T *x, int n, int K, const T *w, int N,
     unsigned  threads = 32 * LLM_GEMV_WARPS;
 
     if (n <= 1) {
-        llm_k_gemv<T, 1><<<grid, threads, 0, st>>>(x, n, K, w, N, y);
+        LLM_CU_LAUNCH((llm_k_gemv<T, 1>), grid, threads, 0, st,
+                      x, n, K, w, N, y);
     } else if (n <= 2) {
-        llm_k_gemv<T, 2><<<grid, threads, 0, st>>>(x, n, K, w, N, y);
+        LLM_CU_LAUNCH((llm_k_gemv<T, 2>), grid, threads, 0, st,
+                      x, n, K, w, N, y);
     } else if (n <= 4) {
-        llm_k_gemv<T, 4><<<grid, threads, 0, st>>>(x, n, K, w, N, y);
+        LLM_CU_LAUNCH((llm_k_gemv<T, 4>), grid, threads, 0, st,
+                      x, n, K, w, N, y);
     } else {
-        llm_k_gemv<T, 8><<<grid, threads, 0, st>>>(x, n, K, w, N, y);
+        LLM_CU_LAUNCH((llm_k_gemv<T, 8>), grid, threads, 0, st,
+                      x, n, K, w, N, y);
     }
 }
 

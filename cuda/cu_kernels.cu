@@ -310,10 +310,11 @@ llm_cuk_embed(cudaStream_t st, int f16, const void *embed,
         return 0;
     }
     if (f16) {
-        llm_k_embed<<<n, 256, 0, st>>>((const __half *) embed, tokens, H, x);
+        LLM_CU_LAUNCH(llm_k_embed<__half>, n, 256, 0, st,
+            (const __half *) embed, tokens, H, x);
     } else {
-        llm_k_embed<<<n, 256, 0, st>>>((const __nv_bfloat16 *) embed, tokens,
-                                       H, x);
+        LLM_CU_LAUNCH(llm_k_embed<__nv_bfloat16>, n, 256, 0, st,
+            (const __nv_bfloat16 *) embed, tokens, H, x);
     }
     return LLM_CU_LAUNCHED(err) ? -1 : 0;
 }
@@ -330,11 +331,11 @@ llm_cuk_rmsnorm(cudaStream_t st, int f16, float *x, const float *delta,
         return 0;
     }
     if (f16) {
-        llm_k_rmsnorm<<<n, threads, 0, st>>>(x, delta, w, rows, H, eps,
-                                             (__half *) out);
+        LLM_CU_LAUNCH(llm_k_rmsnorm<__half>, n, threads, 0, st,
+            x, delta, w, rows, H, eps, (__half *) out);
     } else {
-        llm_k_rmsnorm<<<n, threads, 0, st>>>(x, delta, w, rows, H, eps,
-                                             (__nv_bfloat16 *) out);
+        LLM_CU_LAUNCH(llm_k_rmsnorm<__nv_bfloat16>, n, threads, 0, st,
+            x, delta, w, rows, H, eps, (__nv_bfloat16 *) out);
     }
     return LLM_CU_LAUNCHED(err) ? -1 : 0;
 }
@@ -352,14 +353,15 @@ llm_cuk_qkv_post(cudaStream_t st, int f16, const llm_cu_state *s, int layer,
         return 0;
     }
     if (f16) {
-        llm_k_qkv_post<<<grid, 128, 0, st>>>(qkv, l->bqkv, l->q_norm,
-            l->k_norm, s->inv_freq, pos, slot, s->nh, s->nkv, s->hd,
-            s->c->rms_eps, (__half *) s->q, (__half *) kc, (__half *) vc);
+        LLM_CU_LAUNCH(llm_k_qkv_post<__half>, grid, 128, 0, st,
+            qkv, l->bqkv, l->q_norm, l->k_norm, s->inv_freq, pos, slot,
+            s->nh, s->nkv, s->hd, s->c->rms_eps, (__half *) s->q,
+            (__half *) kc, (__half *) vc);
     } else {
-        llm_k_qkv_post<<<grid, 128, 0, st>>>(qkv, l->bqkv, l->q_norm,
-            l->k_norm, s->inv_freq, pos, slot, s->nh, s->nkv, s->hd,
-            s->c->rms_eps, (__nv_bfloat16 *) s->q, (__nv_bfloat16 *) kc,
-            (__nv_bfloat16 *) vc);
+        LLM_CU_LAUNCH(llm_k_qkv_post<__nv_bfloat16>, grid, 128, 0, st,
+            qkv, l->bqkv, l->q_norm, l->k_norm, s->inv_freq, pos, slot,
+            s->nh, s->nkv, s->hd, s->c->rms_eps, (__nv_bfloat16 *) s->q,
+            (__nv_bfloat16 *) kc, (__nv_bfloat16 *) vc);
     }
     return LLM_CU_LAUNCHED(err) ? -1 : 0;
 }
@@ -375,11 +377,13 @@ llm_cuk_silu_mul(cudaStream_t st, int f16, const float *gu, int n, int I,
         return 0;
     }
     if (f16) {
-        llm_k_silu_mul<<<llm_grid_for(total, 256), 256, 0, st>>>(gu, total,
-            I, (__half *) out);
+        LLM_CU_LAUNCH(llm_k_silu_mul<__half>,
+            llm_grid_for(total, 256), 256, 0, st,
+            gu, total, I, (__half *) out);
     } else {
-        llm_k_silu_mul<<<llm_grid_for(total, 256), 256, 0, st>>>(gu, total,
-            I, (__nv_bfloat16 *) out);
+        LLM_CU_LAUNCH(llm_k_silu_mul<__nv_bfloat16>,
+            llm_grid_for(total, 256), 256, 0, st,
+            gu, total, I, (__nv_bfloat16 *) out);
     }
     return LLM_CU_LAUNCHED(err) ? -1 : 0;
 }
@@ -392,7 +396,8 @@ llm_cuk_argmax(cudaStream_t st, const float *logits, int n, int V,
     if (n <= 0) {
         return 0;
     }
-    llm_k_argmax<<<n, 1024, 0, st>>>(logits, V, ids);
+    LLM_CU_LAUNCH(llm_k_argmax, n, 1024, 0, st,
+            logits, V, ids);
     return LLM_CU_LAUNCHED(err) ? -1 : 0;
 }
 
@@ -405,11 +410,13 @@ llm_cuk_convert(cudaStream_t st, int f16, const void *src, int dtype,
         return 0;
     }
     if (f16) {
-        llm_k_convert<<<llm_grid_for(n, 256), 256, 0, st>>>(src, dtype, n,
-                                                            (__half *) dst);
+        LLM_CU_LAUNCH(llm_k_convert<__half>,
+            llm_grid_for(n, 256), 256, 0, st,
+            src, dtype, n, (__half *) dst);
     } else {
-        llm_k_convert<<<llm_grid_for(n, 256), 256, 0, st>>>(src, dtype, n,
-            (__nv_bfloat16 *) dst);
+        LLM_CU_LAUNCH(llm_k_convert<__nv_bfloat16>,
+            llm_grid_for(n, 256), 256, 0, st,
+            src, dtype, n, (__nv_bfloat16 *) dst);
     }
     return LLM_CU_LAUNCHED(err) ? -1 : 0;
 }
@@ -423,10 +430,12 @@ llm_cuk_fill_random(cudaStream_t st, int f16, void *dst, size_t n,
         return 0;
     }
     if (f16) {
-        llm_k_fill_random<<<llm_grid_for(n, 256), 256, 0, st>>>(
+        LLM_CU_LAUNCH(llm_k_fill_random<__half>,
+            llm_grid_for(n, 256), 256, 0, st,
             (__half *) dst, n, seed, scale);
     } else {
-        llm_k_fill_random<<<llm_grid_for(n, 256), 256, 0, st>>>(
+        LLM_CU_LAUNCH(llm_k_fill_random<__nv_bfloat16>,
+            llm_grid_for(n, 256), 256, 0, st,
             (__nv_bfloat16 *) dst, n, seed, scale);
     }
     return LLM_CU_LAUNCHED(err) ? -1 : 0;
@@ -439,6 +448,7 @@ llm_cuk_fill_f32(cudaStream_t st, float *dst, size_t n, float v, char *err)
     if (n == 0) {
         return 0;
     }
-    llm_k_fill_f32<<<llm_grid_for(n, 256), 256, 0, st>>>(dst, n, v);
+    LLM_CU_LAUNCH(llm_k_fill_f32, llm_grid_for(n, 256), 256, 0, st,
+            dst, n, v);
     return LLM_CU_LAUNCHED(err) ? -1 : 0;
 }

@@ -114,9 +114,9 @@ STATUS=0
 # ---- 2. kernel tests ----------------------------------------------------------
 timeout "$(left 200)" "$B/gpu/test_kernels" > "$LOG/test_kernels.log" 2>&1
 rc=$?
-line=$(grep '^kernel tests:' "$LOG/test_kernels.log" | tail -n 1)
+line=$(grep '^# kernel tests:' "$LOG/test_kernels.log" | tail -n 1)
 if [ $rc -eq 0 ] && [ -n "$line" ]; then
-    row "kernel tests vs reference/CPU" "ok: ${line#kernel tests: }"
+    row "kernel tests vs reference/CPU" "ok: ${line#\# kernel tests: }"
 else
     STATUS=1
     row "kernel tests vs reference/CPU" "FAILED (rc $rc): ${line:-no summary line}"

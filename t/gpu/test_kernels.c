@@ -34,6 +34,19 @@
 #include "cu_testmodel.h"
 #include "util.h"
 
+/*
+ * Built twice: for the GPU (nvcc present; t/gpu/run.sh runs it) and against
+ * the CPU emulator of cuda/emu (-DLLM_CU_EMU; make test runs it as
+ * build/t/test_cuda_emu), where every thread of every block is emulated:
+ * there the shapes, contexts and steps are smaller so that it takes a
+ * minute, and the checks are the same.
+ */
+#ifdef LLM_CU_EMU
+#define TK_SMALL 1
+#else
+#define TK_SMALL 0
+#endif
+
 static int  n_pass, n_fail;
 
 static void
@@ -380,8 +393,13 @@ typedef struct {
 static void
 att_batch_make(att_batch *a)
 {
+#if TK_SMALL
+    static const int  n[7] = { 1, 1, 1, 3, 70, 32, 17 };
+    static const int  p0[7] = { 300, 5, 16, 100, 60, 0, 40 };
+#else
     static const int  n[7] = { 1, 1, 1, 3, 130, 64, 17 };
     static const int  p0[7] = { 1000, 5, 16, 300, 200, 0, 40 };
+#endif
     int32_t           perm[448], toks[256] = { 0 }, t;
     int               s, i, j;
 
@@ -633,8 +651,19 @@ cmp_rows(cmp *c, const float *a, const float *b, int n, int V)
 
 /* Three sequences: prefills of 100 (every logit), 40 and a 300-row chunk
  * without logits; then a decode, a 64-row chunk and the rest of the long
- * prompt; then 24 decode steps (graph-sized), a 5-row step and more
- * decodes.  gpu, ref and cpu see the same batches; tokens follow the CPU's
+ * prompt; then decode steps (graph-sized), a 5-row step and one more
+ * decode (smaller under the emulator). */
+#if TK_SMALL
+#define TK_STEPS  10
+#define TK_N0     40, 12, 70
+#define TK_N1     1, 20, 30
+#else
+#define TK_STEPS  32
+#define TK_N0     100, 40, 300
+#define TK_N1     1, 64, 140
+#endif
+
+/*  gpu, ref and cpu see the same batches; tokens follow the CPU's
  * greedy choices. */
 static void
 scenario(env *e, const char *name, const char *variant)
@@ -654,11 +683,11 @@ scenario(env *e, const char *name, const char *variant)
             tables[s][i] = (int32_t) (s + 3 * i);      /* interleaved */
         }
     }
-    for (step = 0; step < 32 && ok; step++) {
-        static const int  n0[3] = { 100, 40, 300 }, n1[3] = { 1, 64, 140 };
+    for (step = 0; step < TK_STEPS && ok; step++) {
+        static const int  n0[3] = { TK_N0 }, n1[3] = { TK_N1 };
         static const int  n30[3] = { 1, 5, 1 }, nd[3] = { 1, 1, 1 };
         const int        *n = step == 0 ? n0 : step == 1 ? n1
-                              : step == 30 ? n30 : nd;
+                              : step == TK_STEPS - 2 ? n30 : nd;
         llm_logits_mode   mode[3];
 
         llm_batch_reset(&bb);
@@ -727,6 +756,32 @@ typedef struct {
 } model_case;
 
 static const model_case cases[] = {
+#if TK_SMALL
+    { "llama bf16 hd128 8/2 llama3-rope",
+      { LLM_ARCH_LLAMA, 1, 128, 8, 2, 128, 256, 400, LLM_DTYPE_BF16, 0, 1, 0,
+        11 } },
+    { "llama f16 hd64 4/4 tied",
+      { LLM_ARCH_LLAMA, 1, 128, 4, 4, 64, 256, 400, LLM_DTYPE_F16, 1, 0, 0,
+        12 } },
+    { "qwen2 bf16 hd64 14/2 bias",
+      { LLM_ARCH_QWEN2, 1, 64, 14, 2, 64, 128, 400, LLM_DTYPE_BF16, 0, 0, 0,
+        13 } },
+    { "qwen3 bf16 hd128 4/2 qk-norm",
+      { LLM_ARCH_QWEN3, 1, 128, 4, 2, 128, 256, 400, LLM_DTYPE_BF16, 1, 0, 0,
+        14 } },
+    { "mistral bf16 hd64 window 40",
+      { LLM_ARCH_MISTRAL, 1, 128, 4, 2, 64, 256, 400, LLM_DTYPE_BF16, 0, 0,
+        40, 15 } },
+    { "llama bf16 hd256 8/1",
+      { LLM_ARCH_LLAMA, 1, 64, 8, 1, 256, 128, 400, LLM_DTYPE_BF16, 0, 0, 0,
+        16 } },
+    { "llama bf16 hd16 4/2 (make-model's default)",
+      { LLM_ARCH_LLAMA, 1, 64, 4, 2, 16, 128, 400, LLM_DTYPE_BF16, 0, 0, 0,
+        17 } },
+    { "llama f32->bf16 hd96 6/2",
+      { LLM_ARCH_LLAMA, 1, 96, 6, 2, 96, 192, 400, LLM_DTYPE_F32, 0, 0, 0,
+        18 } },
+#else
     { "llama bf16 hd128 8/2 llama3-rope",
       { LLM_ARCH_LLAMA, 2, 256, 8, 2, 128, 512, 1000, LLM_DTYPE_BF16, 0, 1, 0,
         11 } },
@@ -751,6 +806,7 @@ static const model_case cases[] = {
     { "llama f32->bf16 hd96 6/2",
       { LLM_ARCH_LLAMA, 2, 192, 6, 2, 96, 384, 1000, LLM_DTYPE_F32, 0, 0, 0,
         18 } },
+#endif
 };
 
 
@@ -842,6 +898,6 @@ main(int argc, char **argv)
         llm_cu_test_model_free(e.m);
     }
     printf("1..%d\n", n_pass + n_fail);
-    printf("kernel tests: %d passed, %d failed\n", n_pass, n_fail);
+    printf("# kernel tests: %d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
 }
