@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """Summarizes the runs of bench/cpu_vs_llamacpp.sh: medians per side, and the ratios
-ngx_llm / llama.cpp for prefill and decode (goals: decode >= 1.0x, prefill >= 0.8x).
+ngx_llm / llama.cpp (native build) for prefill and decode (goals: decode >= 1.0x, prefill >= 0.8x),
+plus the same against node-llama-cpp's prebuilt libraries.
 
 usage: bench_report.py DTYPE RUNS.jsonl
-  RUNS.jsonl: lines {"side": "ngx_llm"|"llama.cpp", "run": N, "result": ...} where result is
-  `llm bench --json` output or one llama-bench -o jsonl record (n_prompt > 0: prefill,
-  n_gen > 0: decode).
+  RUNS.jsonl: lines {"side": "ngx_llm"|"llama.cpp"|"llama.cpp-npm", "run": N, "result": ...}
+  where result is `llm bench --json` or llama_prebuilt_bench output, or one llama-bench -o jsonl
+  record (n_prompt > 0: prefill, n_gen > 0: decode).
 """
 import json
 import statistics
@@ -14,18 +15,19 @@ import sys
 
 def main():
     dtype, path = sys.argv[1], sys.argv[2]
-    v = {'ngx_llm': {'pp': [], 'tg': []}, 'llama.cpp': {'pp': [], 'tg': []}}
+    v = {s: {'pp': [], 'tg': []} for s in ('ngx_llm', 'llama.cpp', 'llama.cpp-npm')}
     with open(path) as f:
         for line in f:
             r = json.loads(line)
             res = r['result']
-            if r['side'] == 'ngx_llm':
-                v['ngx_llm']['pp'].append(res['prefill_tokens_per_s'])
-                v['ngx_llm']['tg'].append(res['decode_tokens_per_s'])
+            if r['side'] in ('ngx_llm', 'llama.cpp-npm'):
+                v[r['side']]['pp'].append(res['prefill_tokens_per_s'])
+                v[r['side']]['tg'].append(res['decode_tokens_per_s'])
             elif res.get('n_gen', 0) > 0:
                 v['llama.cpp']['tg'].append(res['avg_ts'])
             else:
                 v['llama.cpp']['pp'].append(res['avg_ts'])
+    v = {s: d for s, d in v.items() if d['pp'] and d['tg']}
     med = {s: {k: statistics.median(x) for k, x in d.items()} for s, d in v.items()}
     ratio = {k: med['ngx_llm'][k] / med['llama.cpp'][k] for k in ('pp', 'tg')}
     spread = {s: {k: (min(x), max(x)) for k, x in d.items()} for s, d in v.items()}
@@ -37,6 +39,11 @@ def main():
           f'{med["llama.cpp"]["tg"]:8.1f}  ratio {ratio["tg"]:.2f}x (goal >= 1.0)'
           f'   [ranges {spread["ngx_llm"]["tg"][0]:.1f}-{spread["ngx_llm"]["tg"][1]:.1f} / '
           f'{spread["llama.cpp"]["tg"][0]:.1f}-{spread["llama.cpp"]["tg"][1]:.1f}]')
+    if 'llama.cpp-npm' in med:
+        npm = med['llama.cpp-npm']
+        print(f'{dtype}: llama.cpp prebuilt npm libraries: prefill {npm["pp"]:.1f} tok/s (ratio '
+              f'{med["ngx_llm"]["pp"] / npm["pp"]:.2f}x), decode {npm["tg"]:.1f} tok/s (ratio '
+              f'{med["ngx_llm"]["tg"] / npm["tg"]:.2f}x)')
     print(json.dumps({'dtype': dtype, 'median': med, 'ratio': ratio,
                       'runs': len(v['ngx_llm']['pp'])}))
 
