@@ -121,14 +121,12 @@ llm_k_attn_split(const T *__restrict__ q, const T *__restrict__ kc,
             float  kf[8];
 
             if (ci * 8 < hd) {
-                llm_unpack8<T>(*reinterpret_cast<const uint4 *>(
-                                   kb + key * hd + ci * 8), kf);
+                llm_unpack8<T>(llm_ldv<uint4>(kb + key * hd + ci * 8), kf);
 #pragma unroll
                 for (int hh = 0; hh < HC; hh++) {
                     if (hh < nhc) {
-                        const float4  *q4 = reinterpret_cast<const float4 *>(
-                                                &qs[hh][ci * 8]);
-                        float4         a = q4[0], bq = q4[1];
+                        float4  a = llm_ldv<float4>(&qs[hh][ci * 8]);
+                        float4  bq = llm_ldv<float4>(&qs[hh][ci * 8 + 4]);
 
                         sc[hh] += a.x * kf[0] + a.y * kf[1] + a.z * kf[2]
                                   + a.w * kf[3] + bq.x * kf[4] + bq.y * kf[5]
@@ -344,10 +342,10 @@ llm_k_attn_prefill(const T *__restrict__ q, const T *__restrict__ kc,
         uint4  v = make_uint4(0, 0, 0, 0);
 
         if (r < nq) {
-            v = *reinterpret_cast<const uint4 *>(
-                    q + (size_t) (r0 + r) * nh * hd + (size_t) h * hd + c * 8);
+            v = llm_ldv<uint4>(q + (size_t) (r0 + r) * nh * hd
+                               + (size_t) h * hd + c * 8);
         }
-        *reinterpret_cast<uint4 *>(Qs + r * ldt + c * 8) = v;
+        llm_stv(Qs + r * ldt + c * 8, v);
     }
     for (int i = threadIdx.x; i < LLM_PF_BQ * ldo; i += blockDim.x) {
         Os[i] = 0.0f;
@@ -364,11 +362,11 @@ llm_k_attn_prefill(const T *__restrict__ q, const T *__restrict__ kc,
                 size_t  off = (((size_t) tab[j >> 4] * nkv + g) * 16
                                + (j & 15)) * hd + c * 8;
 
-                kv = *reinterpret_cast<const uint4 *>(kc + off);
-                vv = *reinterpret_cast<const uint4 *>(vc + off);
+                kv = llm_ldv<uint4>(kc + off);
+                vv = llm_ldv<uint4>(vc + off);
             }
-            *reinterpret_cast<uint4 *>(Ks + kr * ldt + c * 8) = kv;
-            *reinterpret_cast<uint4 *>(Vs + kr * ldt + c * 8) = vv;
+            llm_stv(Ks + kr * ldt + c * 8, kv);
+            llm_stv(Vs + kr * ldt + c * 8, vv);
         }
         __syncthreads();
 

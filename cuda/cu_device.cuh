@@ -62,6 +62,40 @@ template <> __device__ __forceinline__ __half llm_from_f(float v)
     return __float2half_rn(v);
 }
 
+/* Vector loads and stores (V = uint2, uint4, float4) at addresses that
+ * must be sizeof(V)-aligned, as the hardware requires; the emulator checks
+ * it (x86 would not fault where the GPU does). */
+#ifdef LLM_CU_EMU
+void llm_emu_check_align(const void *p, size_t align);
+#endif
+
+template <typename V>
+__device__ __forceinline__ V llm_ldv(const void *p)
+{
+#ifdef LLM_CU_EMU
+    llm_emu_check_align(p, sizeof(V));
+#endif
+    return *reinterpret_cast<const V *>(p);
+}
+
+template <typename V>
+__device__ __forceinline__ V llm_ldg_v(const void *p)
+{
+#ifdef LLM_CU_EMU
+    llm_emu_check_align(p, sizeof(V));
+#endif
+    return __ldg(reinterpret_cast<const V *>(p));
+}
+
+template <typename V>
+__device__ __forceinline__ void llm_stv(void *p, V v)
+{
+#ifdef LLM_CU_EMU
+    llm_emu_check_align(p, sizeof(V));
+#endif
+    *reinterpret_cast<V *>(p) = v;
+}
+
 /* two packed T of a 32-bit word to floats */
 __device__ __forceinline__ float2 llm_unpack2(uint32_t w, __nv_bfloat16 *)
 {
@@ -93,14 +127,14 @@ template <typename T, int N>
 __device__ __forceinline__ void llm_load_n(const T *p, float *f)
 {
     if (N == 4) {
-        uint2   v = *reinterpret_cast<const uint2 *>(p);
+        uint2   v = llm_ldv<uint2>(p);
         float2  a = llm_unpack2(v.x, (T *) 0), b = llm_unpack2(v.y, (T *) 0);
 
         f[0] = a.x; f[1] = a.y; f[2] = b.x; f[3] = b.y;
     } else {
 #pragma unroll
         for (int i = 0; i < N / 8; i++) {
-            llm_unpack8<T>(reinterpret_cast<const uint4 *>(p)[i], f + 8 * i);
+            llm_unpack8<T>(llm_ldv<uint4>(p + 8 * i), f + 8 * i);
         }
     }
 }

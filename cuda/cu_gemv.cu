@@ -26,14 +26,14 @@ llm_k_gemv(const T *__restrict__ x, int n, int K, const T *__restrict__ w,
     int           lane = threadIdx.x & 31;
     int           row = blockIdx.x * LLM_GEMV_WARPS + (threadIdx.x >> 5);
     int           k8 = K / 8;
-    const uint4  *wr;
+    const T      *wr;
     float         acc[NR], wf[8], xf[8];
     uint4         wv[LLM_GEMV_UNROLL];
 
     if (row >= N) {
         return;                                 /* the whole warp */
     }
-    wr = reinterpret_cast<const uint4 *>(w + (size_t) row * K);
+    wr = w + (size_t) row * K;
 #pragma unroll
     for (int r = 0; r < NR; r++) {
         acc[r] = 0.0f;
@@ -42,7 +42,7 @@ llm_k_gemv(const T *__restrict__ x, int n, int K, const T *__restrict__ w,
 #pragma unroll
         for (int u = 0; u < LLM_GEMV_UNROLL; u++) {
             if (c + 32 * u < k8) {
-                wv[u] = __ldg(wr + c + 32 * u);
+                wv[u] = llm_ldg_v<uint4>(wr + 8 * (c + 32 * u));
             }
         }
 #pragma unroll
@@ -54,8 +54,8 @@ llm_k_gemv(const T *__restrict__ x, int n, int K, const T *__restrict__ w,
 #pragma unroll
                 for (int r = 0; r < NR; r++) {
                     if (r < n) {
-                        llm_unpack8<T>(reinterpret_cast<const uint4 *>(
-                                           x + (size_t) r * K)[cc], xf);
+                        llm_unpack8<T>(llm_ldv<uint4>(x + (size_t) r * K
+                                                      + 8 * cc), xf);
 #pragma unroll
                         for (int e = 0; e < 8; e++) {
                             acc[r] += wf[e] * xf[e];

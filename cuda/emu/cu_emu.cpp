@@ -308,6 +308,17 @@ llm_emu_dyn_smem(void)
     return E.dyn;
 }
 
+void
+llm_emu_check_align(const void *p, size_t align)
+{
+    if ((uintptr_t) p % align != 0) {
+        fprintf(stderr, "cuda emulator: misaligned %zu-byte vector access at "
+                "%p (block (%u,%u,%u), thread %d): the GPU faults here\n",
+                align, p, E.bidx.x, E.bidx.y, E.bidx.z, E.cur);
+        abort();
+    }
+}
+
 void nvcuda::wmma::
 llm_emu_wmma_check(const void *p, unsigned ldm, unsigned esize)
 {
