@@ -230,12 +230,26 @@ ngx_int_t ngx_http_llm_completions_chunk(ngx_http_llm_ctx_t *ctx,
 ngx_int_t ngx_http_llm_completions_body(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_json_t *j);
 
-/* ngx_http_llm_params.c */
-ngx_int_t ngx_http_llm_params_parse(ngx_http_llm_job_t *job, yajl_val root);
-ngx_int_t ngx_http_llm_params_finish(ngx_http_llm_job_t *job);
+/* ngx_http_llm_job.c: ABSENT for a missing key or null, INVALID = error */
+#define NGX_HTTP_LLM_FIELD_ABSENT    0
+#define NGX_HTTP_LLM_FIELD_PRESENT   1
+#define NGX_HTTP_LLM_FIELD_INVALID   -1
+
+ngx_int_t ngx_http_llm_job_request(ngx_http_llm_job_t *job, yajl_val root);
+ngx_int_t ngx_http_llm_job_double(ngx_http_llm_job_t *job, yajl_val root,
+    const char *key, double *out);
+ngx_int_t ngx_http_llm_job_int(ngx_http_llm_job_t *job, yajl_val root,
+    const char *key, int64_t *out);
+ngx_int_t ngx_http_llm_job_bool(ngx_http_llm_job_t *job, yajl_val root,
+    const char *key, ngx_uint_t *out);
+const char *ngx_http_llm_job_fmt(u_char *buf, double v);
 void ngx_http_llm_job_error(ngx_http_llm_job_t *job, ngx_uint_t status,
     const char *param, const char *fmt, ...);
 void ngx_http_llm_job_free(void *data);
+
+/* ngx_http_llm_params.c */
+ngx_int_t ngx_http_llm_params_parse(ngx_http_llm_job_t *job, yajl_val root);
+ngx_int_t ngx_http_llm_params_finish(ngx_http_llm_job_t *job);
 
 /* ngx_http_llm_logprobs.c */
 void ngx_http_llm_logprobs_chat(ngx_http_llm_json_t *j,

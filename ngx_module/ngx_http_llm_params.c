@@ -1,9 +1,9 @@
 
 /*
- * ngx_http_llm_params.c -- the request fields chat and completions share:
- * model, stream options and the sampling fields, mapped onto
- * llm_sampling_params with vLLM's validation rules and messages
- * (SamplingParams._verify_args and the request models' validators).
+ * ngx_http_llm_params.c -- the sampling fields chat and completions share,
+ * mapped onto llm_sampling_params with vLLM's validation rules and
+ * messages (SamplingParams._verify_args and the request models'
+ * validators), and the context-length rules once the prompt is known.
  *
  * Runs in a thread of llm_thread_pool: results go into the job, variable
  * parts are malloc()ed and freed by ngx_http_llm_job_free().
@@ -15,21 +15,6 @@
 #include <math.h>
 
 
-#define NGX_HTTP_LLM_ABSENT   0
-#define NGX_HTTP_LLM_PRESENT  1
-#define NGX_HTTP_LLM_INVALID  -1
-
-
-static ngx_int_t ngx_http_llm_get_double(ngx_http_llm_job_t *job,
-    yajl_val root, const char *key, double *out);
-static ngx_int_t ngx_http_llm_get_int(ngx_http_llm_job_t *job,
-    yajl_val root, const char *key, int64_t *out);
-static ngx_int_t ngx_http_llm_get_bool(ngx_http_llm_job_t *job,
-    yajl_val root, const char *key, ngx_uint_t *out);
-static ngx_int_t ngx_http_llm_parse_model(ngx_http_llm_job_t *job,
-    yajl_val root);
-static ngx_int_t ngx_http_llm_parse_stream(ngx_http_llm_job_t *job,
-    yajl_val root);
 static ngx_int_t ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job,
     yajl_val root);
 static ngx_int_t ngx_http_llm_parse_stop(ngx_http_llm_job_t *job,
@@ -38,59 +23,6 @@ static ngx_int_t ngx_http_llm_parse_bias(ngx_http_llm_job_t *job,
     yajl_val root);
 static ngx_int_t ngx_http_llm_parse_logprobs(ngx_http_llm_job_t *job,
     yajl_val root);
-static ngx_int_t ngx_http_llm_parse_unsupported(ngx_http_llm_job_t *job,
-    yajl_val root);
-static const char *ngx_http_llm_fmt(u_char *buf, double v);
-
-
-void
-ngx_http_llm_job_error(ngx_http_llm_job_t *job, ngx_uint_t status,
-    const char *param, const char *fmt, ...)
-{
-    u_char   *p;
-    va_list   args;
-
-    if (job->status) {
-        return;     /* the first error is the one reported */
-    }
-
-    va_start(args, fmt);
-    p = ngx_vslprintf((u_char *) job->err,
-                      (u_char *) job->err + sizeof(job->err) - 1, fmt, args);
-    va_end(args);
-
-    *p = '\0';
-
-    job->status = status;
-
-    if (param) {
-        ngx_cpystrn((u_char *) job->err_param, (u_char *) param,
-                    sizeof(job->err_param));
-    }
-}
-
-
-void
-ngx_http_llm_job_free(void *data)
-{
-    ngx_http_llm_job_t  *job = data;
-
-    int  i;
-
-    if (job->stop) {
-        for (i = 0; i < job->sp.n_stop; i++) {
-            free(job->stop[i]);
-        }
-
-        free(job->stop);
-    }
-
-    free(job->prompt);
-    free(job->stop_ids);
-    free(job->bias_ids);
-    free(job->bias_values);
-    free(job->echo);
-}
 
 
 /* the fields both endpoints read before their own */
@@ -98,180 +30,13 @@ ngx_http_llm_job_free(void *data)
 ngx_int_t
 ngx_http_llm_params_parse(ngx_http_llm_job_t *job, yajl_val root)
 {
-    if (ngx_http_llm_parse_model(job, root) != NGX_OK
-        || ngx_http_llm_parse_stream(job, root) != NGX_OK
-        || ngx_http_llm_parse_unsupported(job, root) != NGX_OK
+    if (ngx_http_llm_job_request(job, root) != NGX_OK
         || ngx_http_llm_parse_sampling(job, root) != NGX_OK
         || ngx_http_llm_parse_stop(job, root) != NGX_OK
         || ngx_http_llm_parse_bias(job, root) != NGX_OK
         || ngx_http_llm_parse_logprobs(job, root) != NGX_OK)
     {
         return NGX_ERROR;
-    }
-
-    return NGX_OK;
-}
-
-
-static ngx_int_t
-ngx_http_llm_parse_model(ngx_http_llm_job_t *job, yajl_val root)
-{
-    yajl_val  v;
-
-    v = ngx_http_llm_json_get(root, "model");
-
-    if (v == NULL || YAJL_IS_NULL(v)) {
-        return NGX_OK;          /* vLLM serves the default model */
-    }
-
-    if (!YAJL_IS_STRING(v)) {
-        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "model",
-                               "`model` must be a string, got %s",
-                               ngx_http_llm_json_type(v));
-        return NGX_ERROR;
-    }
-
-    if (ngx_strlen(v->u.string) != job->served_model_name.len
-        || ngx_strncmp(v->u.string, job->served_model_name.data,
-                       job->served_model_name.len) != 0)
-    {
-        job->err_type = "NotFoundError";
-        ngx_http_llm_job_error(job, NGX_HTTP_NOT_FOUND, "model",
-                               "The model `%s` does not exist.",
-                               v->u.string);
-        return NGX_ERROR;
-    }
-
-    return NGX_OK;
-}
-
-
-static ngx_int_t
-ngx_http_llm_parse_stream(ngx_http_llm_job_t *job, yajl_val root)
-{
-    yajl_val    opts;
-    ngx_int_t   rc;
-    ngx_uint_t  stream, include, continuous;
-
-    rc = ngx_http_llm_get_bool(job, root, "stream", &stream);
-    if (rc == NGX_HTTP_LLM_INVALID) {
-        return NGX_ERROR;
-    }
-
-    job->stream = (rc == NGX_HTTP_LLM_PRESENT && stream);
-
-    opts = ngx_http_llm_json_get(root, "stream_options");
-
-    if (opts && !YAJL_IS_NULL(opts)) {
-
-        if (!YAJL_IS_OBJECT(opts)) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
-                                   "stream_options", "`stream_options` must "
-                                   "be an object, got %s",
-                                   ngx_http_llm_json_type(opts));
-            return NGX_ERROR;
-        }
-
-        if (!job->stream) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
-                                   "stream_options", "Stream options can "
-                                   "only be defined when `stream=True`.");
-            return NGX_ERROR;
-        }
-
-        /* StreamOptions: include_usage defaults to true once given */
-
-        rc = ngx_http_llm_get_bool(job, opts, "include_usage", &include);
-        if (rc == NGX_HTTP_LLM_INVALID) {
-            return NGX_ERROR;
-        }
-
-        job->include_usage = (rc == NGX_HTTP_LLM_ABSENT || include);
-
-        rc = ngx_http_llm_get_bool(job, opts, "continuous_usage_stats",
-                                   &continuous);
-        if (rc == NGX_HTTP_LLM_INVALID) {
-            return NGX_ERROR;
-        }
-
-        job->continuous_usage = job->include_usage
-                                && rc == NGX_HTTP_LLM_PRESENT && continuous;
-    }
-
-    /* vLLM's --enable-force-include-usage implies continuous usage too */
-
-    if (job->force_include_usage) {
-        job->include_usage = 1;
-        job->continuous_usage = 1;
-    }
-
-    return NGX_OK;
-}
-
-
-/* what vLLM accepts but this server does not do (yet): fail loudly */
-
-static ngx_int_t
-ngx_http_llm_parse_unsupported(ngx_http_llm_job_t *job, yajl_val root)
-{
-    yajl_val    v;
-    int64_t     n;
-    ngx_int_t   rc;
-    ngx_uint_t  flag;
-
-    rc = ngx_http_llm_get_int(job, root, "n", &n);
-    if (rc == NGX_HTTP_LLM_INVALID) {
-        return NGX_ERROR;
-    }
-
-    if (rc == NGX_HTTP_LLM_PRESENT) {
-        if (n < 1) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "n",
-                                   "n must be at least 1, got %L.", n);
-            return NGX_ERROR;
-        }
-
-        if (n > 1) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "n",
-                                   "n must be 1: several choices per "
-                                   "request are not supported yet, got %L.",
-                                   n);
-            return NGX_ERROR;
-        }
-    }
-
-    rc = ngx_http_llm_get_bool(job, root, "use_beam_search", &flag);
-    if (rc == NGX_HTTP_LLM_INVALID) {
-        return NGX_ERROR;
-    }
-
-    if (rc == NGX_HTTP_LLM_PRESENT && flag) {
-        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "use_beam_search",
-                               "beam search is not supported");
-        return NGX_ERROR;
-    }
-
-    v = ngx_http_llm_json_get(root, "prompt_logprobs");
-    if (v && !YAJL_IS_NULL(v)) {
-        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt_logprobs",
-                               "`prompt_logprobs` are not supported");
-        return NGX_ERROR;
-    }
-
-    v = ngx_http_llm_json_get(root, "response_format");
-
-    if (v && !YAJL_IS_NULL(v)) {
-        v = ngx_http_llm_json_get(v, "type");
-
-        if (v == NULL || !YAJL_IS_STRING(v)
-            || ngx_strcmp(v->u.string, "text") != 0)
-        {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
-                                   "response_format", "only "
-                                   "`response_format` {\"type\": \"text\"} "
-                                   "is supported: structured output is not");
-            return NGX_ERROR;
-        }
     }
 
     return NGX_OK;
@@ -293,95 +58,95 @@ ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job, yajl_val root)
      * vLLM's).  Checks follow the order of vLLM's _verify_args().
      */
 
-    rc = ngx_http_llm_get_double(job, root, "presence_penalty", &d);
-    if (rc == NGX_HTTP_LLM_INVALID) {
+    rc = ngx_http_llm_job_double(job, root, "presence_penalty", &d);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
         return NGX_ERROR;
     }
 
-    if (rc == NGX_HTTP_LLM_PRESENT) {
+    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
         if (!(d >= -2 && d <= 2)) {
             ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
                                    "presence_penalty", "presence_penalty "
                                    "must be in [-2, 2], got %s.",
-                                   ngx_http_llm_fmt(buf, d));
+                                   ngx_http_llm_job_fmt(buf, d));
             return NGX_ERROR;
         }
 
         sp->presence_penalty = (float) d;
     }
 
-    rc = ngx_http_llm_get_double(job, root, "frequency_penalty", &d);
-    if (rc == NGX_HTTP_LLM_INVALID) {
+    rc = ngx_http_llm_job_double(job, root, "frequency_penalty", &d);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
         return NGX_ERROR;
     }
 
-    if (rc == NGX_HTTP_LLM_PRESENT) {
+    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
         if (!(d >= -2 && d <= 2)) {
             ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
                                    "frequency_penalty", "frequency_penalty "
                                    "must be in [-2, 2], got %s.",
-                                   ngx_http_llm_fmt(buf, d));
+                                   ngx_http_llm_job_fmt(buf, d));
             return NGX_ERROR;
         }
 
         sp->frequency_penalty = (float) d;
     }
 
-    rc = ngx_http_llm_get_double(job, root, "repetition_penalty", &d);
-    if (rc == NGX_HTTP_LLM_INVALID) {
+    rc = ngx_http_llm_job_double(job, root, "repetition_penalty", &d);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
         return NGX_ERROR;
     }
 
-    if (rc == NGX_HTTP_LLM_PRESENT) {
+    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
         if (!(d > 0)) {
             ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
                                    "repetition_penalty", "repetition_penalty "
                                    "must be greater than zero, got %s.",
-                                   ngx_http_llm_fmt(buf, d));
+                                   ngx_http_llm_job_fmt(buf, d));
             return NGX_ERROR;
         }
 
         sp->repetition_penalty = (float) d;
     }
 
-    rc = ngx_http_llm_get_double(job, root, "temperature", &d);
-    if (rc == NGX_HTTP_LLM_INVALID) {
+    rc = ngx_http_llm_job_double(job, root, "temperature", &d);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
         return NGX_ERROR;
     }
 
-    if (rc == NGX_HTTP_LLM_PRESENT) {
+    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
         if (d < 0) {
             ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "temperature",
                                    "temperature must be non-negative, "
-                                   "got %s.", ngx_http_llm_fmt(buf, d));
+                                   "got %s.", ngx_http_llm_job_fmt(buf, d));
             return NGX_ERROR;
         }
 
         sp->temperature = (float) d;
     }
 
-    rc = ngx_http_llm_get_double(job, root, "top_p", &d);
-    if (rc == NGX_HTTP_LLM_INVALID) {
+    rc = ngx_http_llm_job_double(job, root, "top_p", &d);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
         return NGX_ERROR;
     }
 
-    if (rc == NGX_HTTP_LLM_PRESENT) {
+    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
         if (!(d > 0 && d <= 1)) {
             ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "top_p",
                                    "top_p must be in (0, 1], got %s.",
-                                   ngx_http_llm_fmt(buf, d));
+                                   ngx_http_llm_job_fmt(buf, d));
             return NGX_ERROR;
         }
 
         sp->top_p = (float) d;
     }
 
-    rc = ngx_http_llm_get_int(job, root, "top_k", &n);
-    if (rc == NGX_HTTP_LLM_INVALID) {
+    rc = ngx_http_llm_job_int(job, root, "top_k", &n);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
         return NGX_ERROR;
     }
 
-    if (rc == NGX_HTTP_LLM_PRESENT) {
+    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
         if (n < -1) {
             ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "top_k",
                                    "top_k must be 0 (disable), or at least "
@@ -393,38 +158,38 @@ ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job, yajl_val root)
         sp->top_k = (n == -1 || n > INT32_MAX) ? 0 : (int) n;
     }
 
-    rc = ngx_http_llm_get_double(job, root, "min_p", &d);
-    if (rc == NGX_HTTP_LLM_INVALID) {
+    rc = ngx_http_llm_job_double(job, root, "min_p", &d);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
         return NGX_ERROR;
     }
 
-    if (rc == NGX_HTTP_LLM_PRESENT) {
+    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
         if (!(d >= 0 && d <= 1)) {
             ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "min_p",
                                    "min_p must be in [0, 1], got %s.",
-                                   ngx_http_llm_fmt(buf, d));
+                                   ngx_http_llm_job_fmt(buf, d));
             return NGX_ERROR;
         }
 
         sp->min_p = (float) d;
     }
 
-    rc = ngx_http_llm_get_int(job, root, "seed", &n);
-    if (rc == NGX_HTTP_LLM_INVALID) {
+    rc = ngx_http_llm_job_int(job, root, "seed", &n);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
         return NGX_ERROR;
     }
 
-    if (rc == NGX_HTTP_LLM_PRESENT && n != -1) {
+    if (rc == NGX_HTTP_LLM_FIELD_PRESENT && n != -1) {
         sp->has_seed = 1;
         sp->seed = (uint64_t) n;
     }
 
-    rc = ngx_http_llm_get_int(job, root, "min_tokens", &n);
-    if (rc == NGX_HTTP_LLM_INVALID) {
+    rc = ngx_http_llm_job_int(job, root, "min_tokens", &n);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
         return NGX_ERROR;
     }
 
-    if (rc == NGX_HTTP_LLM_PRESENT) {
+    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
         if (n < 0 || n > INT32_MAX) {
             ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "min_tokens",
                                    "min_tokens must be greater than or equal "
@@ -435,12 +200,12 @@ ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job, yajl_val root)
         sp->min_tokens = (int) n;
     }
 
-    rc = ngx_http_llm_get_bool(job, root, "ignore_eos", &flag);
-    if (rc == NGX_HTTP_LLM_INVALID) {
+    rc = ngx_http_llm_job_bool(job, root, "ignore_eos", &flag);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
         return NGX_ERROR;
     }
 
-    if (rc == NGX_HTTP_LLM_PRESENT) {
+    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
         sp->ignore_eos = (int) flag;
     }
 
@@ -452,16 +217,16 @@ ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job, yajl_val root)
 
     job->max_tokens = (job->route == NGX_HTTP_LLM_ROUTE_COMPLETIONS) ? 16 : -1;
 
-    rc = NGX_HTTP_LLM_ABSENT;
+    rc = NGX_HTTP_LLM_FIELD_ABSENT;
 
     if (job->route == NGX_HTTP_LLM_ROUTE_CHAT) {
-        rc = ngx_http_llm_get_int(job, root, "max_completion_tokens", &n);
-        if (rc == NGX_HTTP_LLM_INVALID) {
+        rc = ngx_http_llm_job_int(job, root, "max_completion_tokens", &n);
+        if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
             return NGX_ERROR;
         }
     }
 
-    if (rc == NGX_HTTP_LLM_PRESENT) {
+    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
         if (n < 1) {
             ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
                                    "max_completion_tokens",
@@ -471,21 +236,21 @@ ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job, yajl_val root)
         }
 
     } else {
-        rc = ngx_http_llm_get_int(job, root, "max_tokens", &n);
-        if (rc == NGX_HTTP_LLM_INVALID) {
+        rc = ngx_http_llm_job_int(job, root, "max_tokens", &n);
+        if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
             return NGX_ERROR;
         }
 
         /* completions: echo with max_tokens 0 returns just the prompt */
 
-        if (rc == NGX_HTTP_LLM_PRESENT && n == 0
+        if (rc == NGX_HTTP_LLM_FIELD_PRESENT && n == 0
             && job->route == NGX_HTTP_LLM_ROUTE_COMPLETIONS)
         {
             job->echo_only = 1;
             n = 1;
         }
 
-        if (rc == NGX_HTTP_LLM_PRESENT && n < 1) {
+        if (rc == NGX_HTTP_LLM_FIELD_PRESENT && n < 1) {
             ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "max_tokens",
                                    "max_tokens must be at least 1, got %L.",
                                    n);
@@ -493,7 +258,7 @@ ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job, yajl_val root)
         }
     }
 
-    if (rc == NGX_HTTP_LLM_PRESENT) {
+    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
         job->max_tokens = (int) ngx_min(n, INT32_MAX);
     }
 
@@ -703,19 +468,19 @@ ngx_http_llm_parse_logprobs(ngx_http_llm_job_t *job, yajl_val root)
     job->logprobs = -1;
 
     if (job->route == NGX_HTTP_LLM_ROUTE_CHAT) {
-        rc = ngx_http_llm_get_bool(job, root, "logprobs", &flag);
-        if (rc == NGX_HTTP_LLM_INVALID) {
+        rc = ngx_http_llm_job_bool(job, root, "logprobs", &flag);
+        if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
             return NGX_ERROR;
         }
 
-        flag = (rc == NGX_HTTP_LLM_PRESENT && flag);
+        flag = (rc == NGX_HTTP_LLM_FIELD_PRESENT && flag);
 
-        rc = ngx_http_llm_get_int(job, root, "top_logprobs", &n);
-        if (rc == NGX_HTTP_LLM_INVALID) {
+        rc = ngx_http_llm_job_int(job, root, "top_logprobs", &n);
+        if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
             return NGX_ERROR;
         }
 
-        if (rc == NGX_HTTP_LLM_ABSENT) {
+        if (rc == NGX_HTTP_LLM_FIELD_ABSENT) {
             n = 0;
         }
 
@@ -738,12 +503,12 @@ ngx_http_llm_parse_logprobs(ngx_http_llm_job_t *job, yajl_val root)
         }
 
     } else {
-        rc = ngx_http_llm_get_int(job, root, "logprobs", &n);
-        if (rc == NGX_HTTP_LLM_INVALID) {
+        rc = ngx_http_llm_job_int(job, root, "logprobs", &n);
+        if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
             return NGX_ERROR;
         }
 
-        if (rc == NGX_HTTP_LLM_ABSENT) {
+        if (rc == NGX_HTTP_LLM_FIELD_ABSENT) {
             return NGX_OK;
         }
 
@@ -827,104 +592,4 @@ ngx_http_llm_params_finish(ngx_http_llm_job_t *job)
     }
 
     return NGX_OK;
-}
-
-
-/* typed lookups: ABSENT for a missing key or null, INVALID with an error */
-
-static ngx_int_t
-ngx_http_llm_get_double(ngx_http_llm_job_t *job, yajl_val root,
-    const char *key, double *out)
-{
-    yajl_val  v;
-
-    v = ngx_http_llm_json_get(root, key);
-
-    if (v == NULL || YAJL_IS_NULL(v)) {
-        return NGX_HTTP_LLM_ABSENT;
-    }
-
-    if (!YAJL_IS_DOUBLE(v) || !isfinite(YAJL_GET_DOUBLE(v))) {
-        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, key,
-                               "`%s` must be a number, got %s", key,
-                               ngx_http_llm_json_type(v));
-        return NGX_HTTP_LLM_INVALID;
-    }
-
-    *out = YAJL_GET_DOUBLE(v);
-
-    return NGX_HTTP_LLM_PRESENT;
-}
-
-
-static ngx_int_t
-ngx_http_llm_get_int(ngx_http_llm_job_t *job, yajl_val root,
-    const char *key, int64_t *out)
-{
-    double    d;
-    yajl_val  v;
-
-    v = ngx_http_llm_json_get(root, key);
-
-    if (v == NULL || YAJL_IS_NULL(v)) {
-        return NGX_HTTP_LLM_ABSENT;
-    }
-
-    if (YAJL_IS_INTEGER(v)) {
-        *out = YAJL_GET_INTEGER(v);
-        return NGX_HTTP_LLM_PRESENT;
-    }
-
-    /* like pydantic, an integral float (2.0) is an integer */
-
-    if (YAJL_IS_DOUBLE(v)) {
-        d = YAJL_GET_DOUBLE(v);
-
-        if (d == floor(d) && d >= -9.2e18 && d <= 9.2e18) {
-            *out = (int64_t) d;
-            return NGX_HTTP_LLM_PRESENT;
-        }
-    }
-
-    ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, key,
-                           "`%s` must be an integer, got %s", key,
-                           YAJL_IS_NUMBER(v) ? "a fraction or a number out "
-                           "of range" : ngx_http_llm_json_type(v));
-
-    return NGX_HTTP_LLM_INVALID;
-}
-
-
-static ngx_int_t
-ngx_http_llm_get_bool(ngx_http_llm_job_t *job, yajl_val root,
-    const char *key, ngx_uint_t *out)
-{
-    yajl_val  v;
-
-    v = ngx_http_llm_json_get(root, key);
-
-    if (v == NULL || YAJL_IS_NULL(v)) {
-        return NGX_HTTP_LLM_ABSENT;
-    }
-
-    if (YAJL_IS_TRUE(v) || YAJL_IS_FALSE(v)) {
-        *out = YAJL_IS_TRUE(v);
-        return NGX_HTTP_LLM_PRESENT;
-    }
-
-    ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, key,
-                           "`%s` must be a boolean, got %s", key,
-                           ngx_http_llm_json_type(v));
-
-    return NGX_HTTP_LLM_INVALID;
-}
-
-
-/* a float the way Python prints it in vLLM's messages: "got 2.5." */
-
-static const char *
-ngx_http_llm_fmt(u_char *buf, double v)
-{
-    buf[ngx_http_llm_dtoa(buf, v)] = '\0';
-    return (const char *) buf;
 }

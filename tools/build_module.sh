@@ -33,7 +33,8 @@ else
     CONFIGURE=./configure
     # shellcheck disable=SC1091
     . "$SRC/conf_flags"
-    CC_OPT="$(dpkg-buildflags --get CFLAGS) -fPIC $(dpkg-buildflags --get CPPFLAGS)"
+    CC_OPT="$(dpkg-buildflags --get CFLAGS) -fPIC"
+    CC_OPT="$CC_OPT $(dpkg-buildflags --get CPPFLAGS)"
     LD_OPT="$(dpkg-buildflags --get LDFLAGS) -fPIC"
     FLAGS=("${NGX_CONF_FLAGS[@]}")
 fi
@@ -45,11 +46,17 @@ if [ -n "$SANITIZE" ]; then
 fi
 
 mkdir -p "$OUT"
+
+# one build at a time in this directory (make test and make run may race)
+exec 9> "$OUT/.lock"
+flock 9
+
 stamp="$OUT/.configured"
 want=$(cat config tools/build_module.sh | md5sum | cut -d' ' -f1)
 want="$want $SRC $CC_OPT $LD_OPT $LLM_LIB"
 
-if [ ! -f "$OUT/Makefile" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+if [ ! -f "$OUT/Makefile" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]
+then
     echo "build_module: configuring nginx in $OUT"
     (cd "$SRC" && $CONFIGURE --with-cc-opt="$CC_OPT" --with-ld-opt="$LD_OPT" \
         "${FLAGS[@]}" --add-dynamic-module="$ROOT" --builddir="$OUT") \

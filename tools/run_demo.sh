@@ -38,7 +38,8 @@ Try:
 
   curl http://127.0.0.1:8000/v1/chat/completions \\
     -H 'Content-Type: application/json' \\
-    -d '{"model": "demo", "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 16}'
+    -d '{"model": "demo", "max_tokens": 16,
+         "messages": [{"role": "user", "content": "Hello!"}]}'
 
 MSG
 

@@ -1,0 +1,354 @@
+
+/*
+ * ngx_http_llm_job.c -- the "prepare" job's frame: the request-level
+ * fields both endpoints share (model, stream options, what this server
+ * refuses), typed field lookups with vLLM-style messages, errors, and
+ * freeing what the job malloc()ed.
+ *
+ * Runs in a thread of llm_thread_pool (except ngx_http_llm_job_free(), a
+ * cleanup of r->pool): no pools, no nginx request API here.
+ */
+
+
+#include "ngx_http_llm_module.h"
+
+#include <math.h>
+
+
+static ngx_int_t ngx_http_llm_parse_model(ngx_http_llm_job_t *job,
+    yajl_val root);
+static ngx_int_t ngx_http_llm_parse_stream(ngx_http_llm_job_t *job,
+    yajl_val root);
+static ngx_int_t ngx_http_llm_parse_unsupported(ngx_http_llm_job_t *job,
+    yajl_val root);
+
+
+void
+ngx_http_llm_job_error(ngx_http_llm_job_t *job, ngx_uint_t status,
+    const char *param, const char *fmt, ...)
+{
+    u_char   *p;
+    va_list   args;
+
+    if (job->status) {
+        return;     /* the first error is the one reported */
+    }
+
+    va_start(args, fmt);
+    p = ngx_vslprintf((u_char *) job->err,
+                      (u_char *) job->err + sizeof(job->err) - 1, fmt, args);
+    va_end(args);
+
+    *p = '\0';
+
+    job->status = status;
+
+    if (param) {
+        ngx_cpystrn((u_char *) job->err_param, (u_char *) param,
+                    sizeof(job->err_param));
+    }
+}
+
+
+void
+ngx_http_llm_job_free(void *data)
+{
+    ngx_http_llm_job_t  *job = data;
+
+    int  i;
+
+    if (job->stop) {
+        for (i = 0; i < job->sp.n_stop; i++) {
+            free(job->stop[i]);
+        }
+
+        free(job->stop);
+    }
+
+    free(job->prompt);
+    free(job->stop_ids);
+    free(job->bias_ids);
+    free(job->bias_values);
+    free(job->echo);
+}
+
+
+/* the fields both endpoints read first */
+
+ngx_int_t
+ngx_http_llm_job_request(ngx_http_llm_job_t *job, yajl_val root)
+{
+    if (ngx_http_llm_parse_model(job, root) != NGX_OK
+        || ngx_http_llm_parse_stream(job, root) != NGX_OK
+        || ngx_http_llm_parse_unsupported(job, root) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_llm_parse_model(ngx_http_llm_job_t *job, yajl_val root)
+{
+    yajl_val  v;
+
+    v = ngx_http_llm_json_get(root, "model");
+
+    if (v == NULL || YAJL_IS_NULL(v)) {
+        return NGX_OK;          /* vLLM serves the default model */
+    }
+
+    if (!YAJL_IS_STRING(v)) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "model",
+                               "`model` must be a string, got %s",
+                               ngx_http_llm_json_type(v));
+        return NGX_ERROR;
+    }
+
+    if (ngx_strlen(v->u.string) != job->served_model_name.len
+        || ngx_strncmp(v->u.string, job->served_model_name.data,
+                       job->served_model_name.len) != 0)
+    {
+        job->err_type = "NotFoundError";
+        ngx_http_llm_job_error(job, NGX_HTTP_NOT_FOUND, "model",
+                               "The model `%s` does not exist.",
+                               v->u.string);
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_llm_parse_stream(ngx_http_llm_job_t *job, yajl_val root)
+{
+    yajl_val    opts;
+    ngx_int_t   rc;
+    ngx_uint_t  stream, include, continuous;
+
+    rc = ngx_http_llm_job_bool(job, root, "stream", &stream);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
+        return NGX_ERROR;
+    }
+
+    job->stream = (rc == NGX_HTTP_LLM_FIELD_PRESENT && stream);
+
+    opts = ngx_http_llm_json_get(root, "stream_options");
+
+    if (opts && !YAJL_IS_NULL(opts)) {
+
+        if (!YAJL_IS_OBJECT(opts)) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
+                                   "stream_options", "`stream_options` must "
+                                   "be an object, got %s",
+                                   ngx_http_llm_json_type(opts));
+            return NGX_ERROR;
+        }
+
+        if (!job->stream) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
+                                   "stream_options", "Stream options can "
+                                   "only be defined when `stream=True`.");
+            return NGX_ERROR;
+        }
+
+        /* StreamOptions: include_usage defaults to true once given */
+
+        rc = ngx_http_llm_job_bool(job, opts, "include_usage", &include);
+        if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
+            return NGX_ERROR;
+        }
+
+        job->include_usage = (rc == NGX_HTTP_LLM_FIELD_ABSENT || include);
+
+        rc = ngx_http_llm_job_bool(job, opts, "continuous_usage_stats",
+                                   &continuous);
+        if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
+            return NGX_ERROR;
+        }
+
+        job->continuous_usage = job->include_usage
+                                && rc == NGX_HTTP_LLM_FIELD_PRESENT && continuous;
+    }
+
+    /* vLLM's --enable-force-include-usage implies continuous usage too */
+
+    if (job->force_include_usage) {
+        job->include_usage = 1;
+        job->continuous_usage = 1;
+    }
+
+    return NGX_OK;
+}
+
+
+/* what vLLM accepts but this server does not do (yet): fail loudly */
+
+static ngx_int_t
+ngx_http_llm_parse_unsupported(ngx_http_llm_job_t *job, yajl_val root)
+{
+    yajl_val    v;
+    int64_t     n;
+    ngx_int_t   rc;
+    ngx_uint_t  flag;
+
+    rc = ngx_http_llm_job_int(job, root, "n", &n);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
+        return NGX_ERROR;
+    }
+
+    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
+        if (n < 1) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "n",
+                                   "n must be at least 1, got %L.", n);
+            return NGX_ERROR;
+        }
+
+        if (n > 1) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "n",
+                                   "n must be 1: several choices per "
+                                   "request are not supported yet, got %L.",
+                                   n);
+            return NGX_ERROR;
+        }
+    }
+
+    rc = ngx_http_llm_job_bool(job, root, "use_beam_search", &flag);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
+        return NGX_ERROR;
+    }
+
+    if (rc == NGX_HTTP_LLM_FIELD_PRESENT && flag) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "use_beam_search",
+                               "beam search is not supported");
+        return NGX_ERROR;
+    }
+
+    v = ngx_http_llm_json_get(root, "prompt_logprobs");
+    if (v && !YAJL_IS_NULL(v)) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt_logprobs",
+                               "`prompt_logprobs` are not supported");
+        return NGX_ERROR;
+    }
+
+    v = ngx_http_llm_json_get(root, "response_format");
+
+    if (v && !YAJL_IS_NULL(v)) {
+        v = ngx_http_llm_json_get(v, "type");
+
+        if (v == NULL || !YAJL_IS_STRING(v)
+            || ngx_strcmp(v->u.string, "text") != 0)
+        {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
+                                   "response_format", "only "
+                                   "`response_format` {\"type\": \"text\"} "
+                                   "is supported: structured output is not");
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+/* typed lookups: ABSENT for a missing key or null, INVALID with an error */
+
+ngx_int_t
+ngx_http_llm_job_double(ngx_http_llm_job_t *job, yajl_val root,
+    const char *key, double *out)
+{
+    yajl_val  v;
+
+    v = ngx_http_llm_json_get(root, key);
+
+    if (v == NULL || YAJL_IS_NULL(v)) {
+        return NGX_HTTP_LLM_FIELD_ABSENT;
+    }
+
+    if (!YAJL_IS_DOUBLE(v) || !isfinite(YAJL_GET_DOUBLE(v))) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, key,
+                               "`%s` must be a number, got %s", key,
+                               ngx_http_llm_json_type(v));
+        return NGX_HTTP_LLM_FIELD_INVALID;
+    }
+
+    *out = YAJL_GET_DOUBLE(v);
+
+    return NGX_HTTP_LLM_FIELD_PRESENT;
+}
+
+
+ngx_int_t
+ngx_http_llm_job_int(ngx_http_llm_job_t *job, yajl_val root,
+    const char *key, int64_t *out)
+{
+    double    d;
+    yajl_val  v;
+
+    v = ngx_http_llm_json_get(root, key);
+
+    if (v == NULL || YAJL_IS_NULL(v)) {
+        return NGX_HTTP_LLM_FIELD_ABSENT;
+    }
+
+    if (YAJL_IS_INTEGER(v)) {
+        *out = YAJL_GET_INTEGER(v);
+        return NGX_HTTP_LLM_FIELD_PRESENT;
+    }
+
+    /* like pydantic, an integral float (2.0) is an integer */
+
+    if (YAJL_IS_DOUBLE(v)) {
+        d = YAJL_GET_DOUBLE(v);
+
+        if (d == floor(d) && d >= -9.2e18 && d <= 9.2e18) {
+            *out = (int64_t) d;
+            return NGX_HTTP_LLM_FIELD_PRESENT;
+        }
+    }
+
+    ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, key,
+                           "`%s` must be an integer, got %s", key,
+                           YAJL_IS_NUMBER(v) ? "a fraction or a number out "
+                           "of range" : ngx_http_llm_json_type(v));
+
+    return NGX_HTTP_LLM_FIELD_INVALID;
+}
+
+
+ngx_int_t
+ngx_http_llm_job_bool(ngx_http_llm_job_t *job, yajl_val root,
+    const char *key, ngx_uint_t *out)
+{
+    yajl_val  v;
+
+    v = ngx_http_llm_json_get(root, key);
+
+    if (v == NULL || YAJL_IS_NULL(v)) {
+        return NGX_HTTP_LLM_FIELD_ABSENT;
+    }
+
+    if (YAJL_IS_TRUE(v) || YAJL_IS_FALSE(v)) {
+        *out = YAJL_IS_TRUE(v);
+        return NGX_HTTP_LLM_FIELD_PRESENT;
+    }
+
+    ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, key,
+                           "`%s` must be a boolean, got %s", key,
+                           ngx_http_llm_json_type(v));
+
+    return NGX_HTTP_LLM_FIELD_INVALID;
+}
+
+
+/* a float the way Python prints it in vLLM's messages: "got 2.5." */
+
+const char *
+ngx_http_llm_job_fmt(u_char *buf, double v)
+{
+    buf[ngx_http_llm_dtoa(buf, v)] = '\0';
+    return (const char *) buf;
+}
