@@ -18,16 +18,16 @@
 # to BUILD/bench/nginx_metrics_overhead.json.  Not part of `make test`.
 #
 # usage: bench/nginx_metrics_overhead.sh [BUILD_DIR]
-#   env: ROUNDS=5 SECONDS_EACH=5 CONNS=32 STREAMS=64 GEN=32 THREADS=2
+#   env: ROUNDS=9 SECONDS_EACH=6 CONNS=32 STREAMS=64 GEN=16 THREADS=2
 set -eu
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD=$(realpath -m "${1:-build}")
-ROUNDS=${ROUNDS:-5}
-SECS=${SECONDS_EACH:-5}
+ROUNDS=${ROUNDS:-9}
+SECS=${SECONDS_EACH:-6}
 CONNS=${CONNS:-32}
 STREAMS=${STREAMS:-64}
-GEN=${GEN:-32}
+GEN=${GEN:-16}
 THREADS=${THREADS:-2}
 OUT=$BUILD/bench
 P=$OUT/nginx-prefix
