@@ -448,6 +448,22 @@ llm_engine_submit(llm_engine *e, llm_request *r)
 }
 
 
+int
+llm_engine_submit_shared(llm_engine *e, llm_request *r, llm_request *leader)
+{
+    if (r->submitted || leader == r || r->n_prompt != leader->n_prompt
+        || memcmp(r->tokens, leader->tokens,
+                  sizeof(int32_t) * r->n_prompt) != 0)
+    {
+        return -1;
+    }
+    /* the leader's tokens and blocks are read on the engine thread only */
+    atomic_fetch_add(&leader->refs, 1);
+    r->share_from = leader;
+    return llm_engine_submit(e, r);
+}
+
+
 void
 llm_engine_cancel(llm_engine *e, llm_request *r)
 {

@@ -119,6 +119,13 @@ llm_blocks_alloc(llm_block_pool *p)
 
 
 void
+llm_blocks_share(llm_block_pool *p, int32_t block)
+{
+    p->ref[block]++;
+}
+
+
+void
 llm_blocks_release(llm_block_pool *p, int32_t block)
 {
     if (--p->ref[block] == 0) {

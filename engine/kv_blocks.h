@@ -36,6 +36,8 @@ void llm_blocks_free_pool(llm_block_pool *p);
 /* A free block with one reference (evicting its cache key, if any), or -1
  * when none is left. */
 int32_t llm_blocks_alloc(llm_block_pool *p);
+/* One more holder of a held block (parallel sampling shares a prompt). */
+void llm_blocks_share(llm_block_pool *p, int32_t block);
 /* Drops one reference; with none left the block is free (and, when it has
  * a key, still a cache hit until reused). */
 void llm_blocks_release(llm_block_pool *p, int32_t block);

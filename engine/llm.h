@@ -197,6 +197,12 @@ void llm_request_set_data(llm_request *r, void *data);
 void llm_request_set_arrival(llm_request *r, double t);
 void *llm_request_data(const llm_request *r);
 int llm_engine_submit(llm_engine *e, llm_request *r);
+/* Parallel sampling (n > 1): submits r, whose prompt equals leader's, so
+ * that it starts from the leader's computed prompt blocks instead of
+ * computing them again (it waits for the leader's prefill to get them).
+ * -1 if the prompts differ or r was already submitted. */
+int llm_engine_submit_shared(llm_engine *e, llm_request *r,
+    llm_request *leader);
 void llm_engine_cancel(llm_engine *e, llm_request *r);
 void llm_request_release(llm_request *r);
 

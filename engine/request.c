@@ -270,6 +270,9 @@ llm_request_unref(llm_request *r)
     if (atomic_fetch_sub(&r->refs, 1) != 1) {
         return;
     }
+    if (r->share_from) {
+        llm_request_unref(r->share_from);
+    }
     free(r->stop_ids);
     free(r->bias_ids);
     free(r->bias_values);

@@ -38,6 +38,7 @@ struct llm_request {
     atomic_int          client_gone;
     void               *data;           /* the client's */
     int                 submitted;      /* client thread */
+    llm_request        *share_from;     /* parallel sampling: the leader, with a reference */
 
     /* immutable after create */
     llm_sampling_params params;         /* arrays below are private copies */

