@@ -138,7 +138,17 @@ ngx_http_llm_parse_stream(ngx_http_llm_job_t *job, yajl_val root)
 
     opts = ngx_http_llm_json_get(root, "stream_options");
 
-    if (opts && !YAJL_IS_NULL(opts)) {
+    /* vLLM tests the options' truth: null, and {} without a stream, pass */
+
+    if (opts
+        && (YAJL_IS_NULL(opts)
+            || (!job->stream && YAJL_IS_OBJECT(opts)
+                && opts->u.object.len == 0)))
+    {
+        opts = NULL;
+    }
+
+    if (opts) {
 
         if (!YAJL_IS_OBJECT(opts)) {
             ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
@@ -170,8 +180,8 @@ ngx_http_llm_parse_stream(ngx_http_llm_job_t *job, yajl_val root)
             return NGX_ERROR;
         }
 
-        job->continuous_usage = job->include_usage
-                                && rc == NGX_HTTP_LLM_FIELD_PRESENT && continuous;
+        job->continuous_usage = job->include_usage && continuous
+                                && rc == NGX_HTTP_LLM_FIELD_PRESENT;
     }
 
     /* vLLM's --enable-force-include-usage implies continuous usage too */

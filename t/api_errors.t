@@ -147,6 +147,11 @@ for my $c (@cases) {
     check($name, $t->post($path, $body), @want);
 }
 
+# vLLM tests stream_options' truth: {} without a stream is fine
+is($t->post($chat, { messages => \@m, max_tokens => 1,
+                     stream_options => {} })->{status}, 200,
+   'stream_options {} without stream: accepted, as in vLLM');
+
 # HTTP-level errors
 
 my $r = $t->get($chat);
