@@ -9,7 +9,8 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/nginx";
 
-use Socket qw(SOL_SOCKET SO_RCVBUF);
+use Socket qw(PF_INET SOCK_STREAM SOL_SOCKET SO_RCVBUF inet_aton
+              pack_sockaddr_in);
 use Test::More;
 use Time::HiRes qw(sleep time);
 use NginxLLM;
@@ -36,11 +37,18 @@ is(scalar(grep { /^\/v1\/chat\/completions 200 / } @$lines), 50,
 
 # --- backpressure: a client that does not read ---
 
-my $s = $t->raw_socket('POST', '/v1/chat/completions',
+# a 2 KB receive window, set before connecting so that it holds
+socket(my $s, PF_INET, SOCK_STREAM, 0) or die "socket: $!";
+setsockopt($s, SOL_SOCKET, SO_RCVBUF, 2048) or die "setsockopt: $!";
+connect($s, pack_sockaddr_in($t->port, inet_aton('127.0.0.1')))
+    or die "connect: $!";
+my $req = NginxLLM::json()->encode(
     { messages => [{ role => 'user', content => 'Write a lot.' }],
       max_tokens => 120, ignore_eos => \1, logprobs => \1,
       top_logprobs => 20, stream => \1 });
-setsockopt($s, SOL_SOCKET, SO_RCVBUF, 2048);
+syswrite($s, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+             . "Connection: close\r\nContent-Type: application/json\r\n"
+             . 'Content-Length: ' . length($req) . "\r\n\r\n$req");
 
 sleep 1;                                       # the engine runs ahead
 
