@@ -33,8 +33,9 @@ const char *
 ngx_http_llm_error_type(ngx_uint_t status)
 {
     /*
-     * vLLM names validation errors after their exception classes and
-     * HTTP-level errors after the reason phrase; we do the same.
+     * vLLM names errors it raises after their exception classes
+     * ("BadRequestError", "NotFoundError") and errors of the HTTP layer
+     * after the reason phrase ("Method Not Allowed"); so do we.
      */
 
     switch (status) {
