@@ -78,7 +78,11 @@ http {
 }
 CONF
 
-/usr/sbin/nginx -p "$P/" -c "$P/conf/nginx.conf" -e "$P/logs/error.log"
+# as root, keep the workers root: "nobody" may not read a checkout in /root
+USER_DIRECTIVE=""
+[ "$(id -u)" = 0 ] && USER_DIRECTIVE="user root;"
+/usr/sbin/nginx -p "$P/" -c "$P/conf/nginx.conf" -e "$P/logs/error.log" \
+    -g "$USER_DIRECTIVE"
 trap 'kill -QUIT $(cat "$P/logs/nginx.pid") 2>/dev/null || true' EXIT
 for i in $(seq 1 100); do
     curl -sf -o /dev/null "http://127.0.0.1:$PORT/health" && break

@@ -28,8 +28,12 @@ ln -sf "$BUILD/ngx_http_llm_module.so" "$PREFIX/modules/"
 ln -sfn "$MODEL" "$PREFIX/models/demo-model"
 cp conf/demo.conf "$PREFIX/conf/nginx.conf"
 
-# the workers run as "nobody" when nginx starts as root
-chmod 0755 "$PREFIX" "$PREFIX/temp"
+# Started as root, nginx runs its workers as "nobody", who may not be able
+# to read a checkout under /root: the demo keeps them as the caller.
+USER_DIRECTIVE=""
+if [ "$(id -u)" = 0 ]; then
+    USER_DIRECTIVE="user root;"
+fi
 
 cat <<MSG
 
@@ -43,4 +47,4 @@ Try:
 
 MSG
 
-exec "$NGINX" -p "$PREFIX/" -c conf/nginx.conf -e stderr
+exec "$NGINX" -p "$PREFIX/" -c conf/nginx.conf -e stderr -g "$USER_DIRECTIVE"

@@ -118,7 +118,6 @@ sub new {
     my $self = bless { %o }, $class;
     $self->{dir} = tempdir('ngx-llm-XXXXXX', TMPDIR => 1,
                            CLEANUP => !$ENV{TEST_LEAVE});
-    # the workers run as nobody when the tests run as root
     chmod 0755, $self->{dir};
     mkdir "$self->{dir}/$_" for qw(logs temp conf);
     $self->{port} = free_port();
@@ -157,8 +156,12 @@ LOC
     llm_kv_cache_size 16m;
     llm_thread_pool llm;
 ENGINE
+    # as root, nginx runs its workers as "nobody", who may not read a
+    # checkout under /root: keep them root (tests only)
+    my $user = $< == 0 ? 'user root;' : '';
     return <<"CONF";
 load_module $so;
+$user
 daemon off;
 worker_processes $workers;
 pid $d/logs/nginx.pid;
