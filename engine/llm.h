@@ -148,7 +148,8 @@ typedef struct {
     int           n_ids;
     const llm_token_logprob *logprobs;   /* n_ids records, or NULL */
     llm_finish_reason finish_reason;     /* != NONE: this is the last output */
-    int32_t       stop_token;            /* stop_reason: the token id that stopped, or -1 */
+    int32_t       stop_token;            /* stop_reason: the stop_token_ids id that
+                                          * stopped; -1 otherwise (also for EOS) */
     const char   *stop_string;           /* or the stop string that matched, or NULL */
     llm_request_stats stats;             /* snapshot at this drain */
     /* with the final output, when speculating: accepted and drafted tokens

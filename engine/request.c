@@ -61,7 +61,8 @@ int
 llm_sampling_params_validate(const llm_sampling_params *p,
     const llm_model *m, const char **param, char *err)
 {
-    int  i;
+    char  f[32];
+    int   i;
 
 #define LLM_BAD(name, ...)                                                    \
     do {                                                                      \
@@ -74,26 +75,28 @@ llm_sampling_params_validate(const llm_sampling_params *p,
         LLM_BAD("temperature", "temperature must be a finite number");
     }
     if (p->temperature < 0) {
-        LLM_BAD("temperature", "temperature must be non-negative, got %g.",
-                p->temperature);
+        LLM_BAD("temperature", "temperature must be non-negative, got %s.",
+                llm_pyfloat(f, p->temperature));
     }
     if (!(p->top_p > 0 && p->top_p <= 1)) {
-        LLM_BAD("top_p", "top_p must be in (0, 1], got %g.", p->top_p);
+        LLM_BAD("top_p", "top_p must be in (0, 1], got %s.",
+                llm_pyfloat(f, p->top_p));
     }
     if (p->top_k < 0) {
         LLM_BAD("top_k", "top_k must be 0 (disable), or at least 1, got %d.",
                 p->top_k);
     }
     if (!(p->min_p >= 0 && p->min_p <= 1)) {
-        LLM_BAD("min_p", "min_p must be in [0, 1], got %g.", p->min_p);
+        LLM_BAD("min_p", "min_p must be in [0, 1], got %s.",
+                llm_pyfloat(f, p->min_p));
     }
     if (!(p->presence_penalty >= -2 && p->presence_penalty <= 2)) {
         LLM_BAD("presence_penalty", "presence_penalty must be in [-2, 2], "
-                "got %g.", p->presence_penalty);
+                "got %s.", llm_pyfloat(f, p->presence_penalty));
     }
     if (!(p->frequency_penalty >= -2 && p->frequency_penalty <= 2)) {
         LLM_BAD("frequency_penalty", "frequency_penalty must be in [-2, 2], "
-                "got %g.", p->frequency_penalty);
+                "got %s.", llm_pyfloat(f, p->frequency_penalty));
     }
     if (!isfinite(p->repetition_penalty)) {
         LLM_BAD("repetition_penalty", "repetition_penalty must be a finite "
@@ -101,7 +104,7 @@ llm_sampling_params_validate(const llm_sampling_params *p,
     }
     if (p->repetition_penalty <= 0) {
         LLM_BAD("repetition_penalty", "repetition_penalty must be greater "
-                "than zero, got %g.", p->repetition_penalty);
+                "than zero, got %s.", llm_pyfloat(f, p->repetition_penalty));
     }
     if (p->min_tokens < 0) {
         LLM_BAD("min_tokens", "min_tokens must be greater than or equal to "

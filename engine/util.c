@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,4 +203,50 @@ llm_f32_to_f16(float f)
         r++;
     }
     return (uint16_t) (sign | r);
+}
+
+
+const char *
+llm_pyfloat(char *buf, double v)
+{
+    char  digits[40], *e, *dot;
+    int   p, exp10, n, i;
+
+    if (isnan(v)) {
+        return strcpy(buf, "nan");
+    }
+    if (isinf(v)) {
+        return strcpy(buf, v < 0 ? "-inf" : "inf");
+    }
+    /* the shortest mantissa that reads back exactly */
+    for (p = 1; p <= 17; p++) {
+        snprintf(digits, sizeof(digits), "%.*e", p - 1, v);
+        if (strtod(digits, NULL) == v) {
+            break;
+        }
+    }
+    e = strchr(digits, 'e');
+    exp10 = atoi(e + 1);
+    if (exp10 < -4 || exp10 >= 16) {
+        /* Python: mantissa without trailing zeros, exponent >= 2 digits */
+        *e = '\0';
+        if ((dot = strchr(digits, '.')) != NULL) {
+            n = (int) strlen(digits);
+            while (n > 0 && digits[n - 1] == '0') {
+                digits[--n] = '\0';
+            }
+            if (digits[n - 1] == '.') {
+                digits[n - 1] = '\0';
+            }
+        }
+        snprintf(buf, 32, "%se%c%02d", digits, exp10 < 0 ? '-' : '+',
+                 exp10 < 0 ? -exp10 : exp10);
+        return buf;
+    }
+    i = p - 1 - exp10;                  /* decimals needed */
+    snprintf(buf, 32, "%.*f", i > 0 ? i : 0, v);
+    if (strchr(buf, '.') == NULL) {
+        strcat(buf, ".0");
+    }
+    return buf;
 }
