@@ -109,7 +109,7 @@ CXXFLAGS_EMU   = -std=c++20 $(OPT) -g -fPIC -pthread -DLLM_CU_EMU -Icuda/emu \
                  -Icuda -Iengine -Wall -Wno-unused-parameter \
                  -Wno-unused-function -Wno-unknown-pragmas -fno-strict-aliasing
 ifeq ($(SANITIZE),)
-unit: $(BUILD)/t/test_cuda_emu
+unit: $(BUILD)/t/test_cuda_emu $(BUILD)/emu/libllm_cuda.so $(BUILD)/gpu/e2e
 endif
 
 $(BUILD)/emu/%.o: cuda/%.cu $(wildcard cuda/*.h cuda/*.cuh cuda/emu/*.h) engine/*.h
@@ -125,6 +125,19 @@ $(BUILD)/t/test_cuda_emu: t/gpu/test_kernels.c $(wildcard t/gpu/*.h) $(CUDA_EMU_
 	$(CC) $(CFLAGS) -DLLM_CU_EMU -Icuda/emu -Icuda -c $< -o $(BUILD)/emu/test_kernels.o
 	$(CXX) -pthread -o $@ $(BUILD)/emu/test_kernels.o $(CUDA_EMU_OBJS) \
 	    $(CUDA_C_OBJS) $(CUDA_TEST_OBJS) $(BUILD)/libllm.a $(LDFLAGS) $(LIBS)
+
+# the benchmark on the emulator (only to try t/gpu/run.sh: LLM_GPU_EMU=1)
+$(BUILD)/emu/bench: t/gpu/bench.c $(CUDA_EMU_OBJS) $(CUDA_C_OBJS) $(BUILD)/libllm.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DLLM_CU_EMU -Icuda/emu -Icuda -c $< -o $@.o
+	$(CXX) -pthread -o $@ $@.o $(CUDA_EMU_OBJS) $(CUDA_C_OBJS) \
+	    $(BUILD)/libllm.a $(LDFLAGS) $(LIBS)
+
+# libllm_cuda.so on the emulator: the GPU path through the engine and the
+# CLI, end to end, on the CPU (t/cuda_emu.t, LLM_CUDA_LIBRARY)
+$(BUILD)/emu/libllm_cuda.so: $(CUDA_EMU_OBJS) $(CUDA_C_OBJS) cuda/exports.map
+	$(CXX) -shared -pthread -o $@ $(CUDA_EMU_OBJS) $(CUDA_C_OBJS) \
+	    -Wl,--version-script=cuda/exports.map
 
 # The CUDA backend (needs nvcc, not a GPU) and its GPU checks (t/gpu/run.sh).
 cuda: $(BUILD)/libllm_cuda.so $(BUILD)/gpu/test_kernels $(BUILD)/gpu/bench \

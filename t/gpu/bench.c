@@ -63,9 +63,8 @@ result(const char *key, double v, const char *what)
 /* ---- the hardware ------------------------------------------------------------ */
 
 static double
-measure_bandwidth(void)
+measure_bandwidth(size_t n)
 {
-    size_t        n = (size_t) 4 << 30;
     void         *a, *b;
     cudaEvent_t   e0, e1;
     float         ms;
@@ -91,9 +90,9 @@ measure_bandwidth(void)
 
 
 static double
-measure_gemm(void)
+measure_gemm(int n)
 {
-    int             n = 8192, i, reps = 20;
+    int             i, reps = 20;
     void           *a, *b, *c;
     cublasHandle_t  h;
     cudaEvent_t     e0, e1;
@@ -135,6 +134,43 @@ measure_gemm(void)
 
 
 /* ---- the model ---------------------------------------------------------------- */
+
+/* What one run measures: the real sizes, or --small ones that let the
+ * script be tried on the CPU emulator (LLM_GPU_EMU=1 t/gpu/run.sh). */
+typedef struct {
+    size_t  copy_bytes;
+    int     gemm_n;
+    int     pp;                         /* the TTFT prompt */
+    int     p1, g1;                     /* single stream: prompt, steps */
+    int     B, P, G;                    /* many streams */
+} sizes;
+
+static const sizes  full = { (size_t) 4 << 30, 8192, 1024, 128, 256,
+                             64, 512, 128 };
+static const sizes  small = { (size_t) 64 << 20, 256, 96, 32, 12, 4, 32, 6 };
+
+
+static void
+tiny_model(llm_model *m)
+{
+    llm_config  *c = &m->config;
+
+    memset(m, 0, sizeof(*m));
+    c->arch = LLM_ARCH_LLAMA;
+    c->vocab_size = 1000;
+    c->hidden = 256;
+    c->n_layers = 2;
+    c->n_heads = 4;
+    c->n_kv_heads = 2;
+    c->head_dim = 64;
+    c->intermediate = 512;
+    c->max_position_embeddings = 4096;
+    c->rms_eps = 1e-5f;
+    c->rope_theta = 10000.0f;
+    m->weights.layers = calloc(c->n_layers, sizeof(llm_layer_weights));
+    m->weights.embed.dtype = LLM_DTYPE_BF16;
+}
+
 
 static void
 llama31_8b(llm_model *m)
@@ -331,23 +367,34 @@ main(int argc, char **argv)
     llm_cu_info         info;
     bench               x;
     double              bw, tf, wb, kvt, t, tps, bound, flops;
-    int                 i, dev = argc > 2 && strcmp(argv[1], "--device") == 0
-                                 ? atoi(argv[2]) : 0;
-    int                 B = 64, P = 512, G = 128;
+    int                 i, dev = 0, is_small = 0;
+    const sizes        *z;
 
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+            dev = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--small") == 0) {
+            is_small = 1;
+        }
+    }
+    z = is_small ? &small : &full;
     CK(cudaSetDevice(dev));
-    bw = measure_bandwidth();
+    bw = measure_bandwidth(z->copy_bytes);
     result("bandwidth_gbs", bw, "GB/s, device-to-device copy (read + write)");
-    tf = measure_gemm();
-    result("gemm_tflops", tf, "TFLOP/s, cuBLAS bf16 8192^3, f32 out");
+    tf = measure_gemm(z->gemm_n);
+    result("gemm_tflops", tf, "TFLOP/s, cuBLAS bf16 n^3, f32 out");
 
-    llama31_8b(&m);
+    if (is_small) {
+        tiny_model(&m);
+    } else {
+        llama31_8b(&m);
+    }
     memset(&x, 0, sizeof(x));
     x.V = m.config.vocab_size;
-    x.per_seq = (P + G + 1024 + 15) / 16;
+    x.per_seq = (z->P + z->G + z->pp + z->p1 + z->g1 + 15) / 16;
     bc.device = dev;
     bc.gpu_memory_utilization = 0.9;
-    bc.min_blocks = x.per_seq * B;
+    bc.min_blocks = x.per_seq * z->B;
     t = now();
     x.b = llm_backend_cuda_create_random(&m, &bc, 1234, x.err);
     if (x.b == NULL) {
@@ -355,12 +402,13 @@ main(int argc, char **argv)
         return 1;
     }
     llm_cu_backend_info(x.b, &info);
-    printf("# %s: %d SMs; Llama-3.1-8B shapes, random bf16 weights %.0f MiB "
-           "made in %.2f s; KV cache %.0f MiB (%d blocks); buffers %.0f MiB\n",
-           info.device, info.n_sm, info.weights_mib, now() - t, info.kv_mib,
-           info.kv_blocks, info.buffers_mib);
-    x.tables = malloc(sizeof(int32_t) * x.per_seq * B);
-    for (i = 0; i < x.per_seq * B; i++) {
+    printf("# %s: %d SMs; %s shapes, random bf16 weights %.0f MiB made in "
+           "%.2f s; KV cache %.0f MiB (%d blocks); buffers %.0f MiB\n",
+           info.device, info.n_sm, is_small ? "tiny" : "Llama-3.1-8B",
+           info.weights_mib, now() - t, info.kv_mib, info.kv_blocks,
+           info.buffers_mib);
+    x.tables = malloc(sizeof(int32_t) * x.per_seq * z->B);
+    for (i = 0; i < x.per_seq * z->B; i++) {
         x.tables[i] = i;
     }
     x.logits = malloc(sizeof(float) * (size_t) x.V * 256);
@@ -369,66 +417,70 @@ main(int argc, char **argv)
     kvt = kv_bytes_per_token(&m.config);
 
     /* GEMV kernel vs cuBLAS on the decode shapes */
-    result("gemv_1row_gbs", gemv_rate(&x, 1, 1), "GB/s, projections at 1 row, GEMV kernel");
-    result("cublas_1row_gbs", gemv_rate(&x, 1, 0), "GB/s, projections at 1 row, cuBLAS");
-    result("gemv_4row_gbs", gemv_rate(&x, 4, 1), "GB/s, projections at 4 rows, GEMV kernel");
-    result("cublas_4row_gbs", gemv_rate(&x, 4, 0), "GB/s, projections at 4 rows, cuBLAS");
+    result("gemv_1row_gbs", gemv_rate(&x, 1, 1),
+           "GB/s, projections at 1 row, GEMV kernel");
+    result("cublas_1row_gbs", gemv_rate(&x, 1, 0),
+           "GB/s, projections at 1 row, cuBLAS");
+    result("gemv_4row_gbs", gemv_rate(&x, 4, 1),
+           "GB/s, projections at 4 rows, GEMV kernel");
+    result("cublas_4row_gbs", gemv_rate(&x, 4, 0),
+           "GB/s, projections at 4 rows, cuBLAS");
 
-    /* prefill of 1024 tokens: TTFT */
-    prefill(&x, 1, 1024, 2048);                         /* warm up */
+    /* prefill of the TTFT prompt in one step */
+    prefill(&x, 1, z->pp, 2048);                        /* warm up */
     {
-        double  best = 1e9;
+        double  best = 1e9, n = z->pp;
 
         for (i = 0; i < 5; i++) {
-            t = prefill(&x, 1, 1024, 2048);
+            t = prefill(&x, 1, z->pp, 2048);
             best = t < best ? t : best;
         }
         /* 2 x params x tokens + causal attention (QK and PV) */
-        flops = 2.0 * (wb / 2.0 - (double) x.V * m.config.hidden) * 1024
+        flops = 2.0 * (wb / 2.0 - (double) x.V * m.config.hidden) * n
                 + 2.0 * m.config.hidden * (double) x.V
                 + 2.0 * 2.0 * m.config.n_layers * m.config.n_heads
-                  * m.config.head_dim * (1024.0 * 1025.0 / 2.0);
-        result("ttft_1k_ms", best * 1e3, "ms, 1024-token prompt, one step");
-        result("prefill_1k_tps", 1024 / best, "tokens/s");
-        result("prefill_1k_bound_tps", 1024 / (flops / (tf * 1e12)),
+                  * m.config.head_dim * (n * (n + 1) / 2.0);
+        result("ttft_1k_ms", best * 1e3, "ms, the prompt in one step");
+        result("prefill_1k_tps", n / best, "tokens/s");
+        result("prefill_1k_bound_tps", n / (flops / (tf * 1e12)),
                "tokens/s at the measured GEMM rate");
     }
 
-    /* single stream decode after a 128-token prompt */
-    prefill(&x, 1, 128, 2048);
-    decode(&x, 1, 128, 16, 0);                          /* graphs captured */
-    prefill(&x, 1, 128, 2048);
-    tps = decode(&x, 1, 128, 256, 0);
-    bound = bw * 1e9 / (wb + kvt * (128 + 128));
+    /* single stream decode */
+    prefill(&x, 1, z->p1, 2048);
+    decode(&x, 1, z->p1, 16, 0);                        /* graphs captured */
+    prefill(&x, 1, z->p1, 2048);
+    tps = decode(&x, 1, z->p1, z->g1, 0);
+    bound = bw * 1e9 / (wb + kvt * (z->p1 + z->g1));
     result("decode1_tps", tps, "tokens/s, 1 stream, logits to the host");
     result("decode1_bound_tps", bound, "tokens/s, bandwidth / bytes per step");
-    prefill(&x, 1, 128, 2048);
-    result("decode1_greedy_tps", decode(&x, 1, 128, 256, 1),
+    prefill(&x, 1, z->p1, 2048);
+    result("decode1_greedy_tps", decode(&x, 1, z->p1, z->g1, 1),
            "tokens/s, 1 stream, ids only (forward_greedy)");
     llm_cu_backend_tune(x.b, 0, 1);
-    prefill(&x, 1, 128, 2048);
-    decode(&x, 1, 128, 8, 0);
-    prefill(&x, 1, 128, 2048);
-    result("decode1_cublas_tps", decode(&x, 1, 128, 256, 0),
+    prefill(&x, 1, z->p1, 2048);
+    decode(&x, 1, z->p1, 8, 0);
+    prefill(&x, 1, z->p1, 2048);
+    result("decode1_cublas_tps", decode(&x, 1, z->p1, z->g1, 0),
            "tokens/s, 1 stream, cuBLAS instead of the GEMV kernel");
     llm_cu_backend_tune(x.b, LLM_CU_DEFAULT_GEMV_MAX, 0);
-    prefill(&x, 1, 128, 2048);
-    result("decode1_nograph_tps", decode(&x, 1, 128, 128, 0),
+    prefill(&x, 1, z->p1, 2048);
+    result("decode1_nograph_tps", decode(&x, 1, z->p1, z->g1 / 2, 0),
            "tokens/s, 1 stream, without CUDA graphs");
     llm_cu_backend_tune(x.b, LLM_CU_DEFAULT_GEMV_MAX, 1);
 
-    /* 64 streams */
-    t = prefill(&x, B, P, 2048);
-    result("prefill_b64_tps", (double) B * P / t,
-           "tokens/s, 64 x 512-token prompts in 2048-row steps");
-    decode(&x, B, P, 8, 0);
-    tps = decode(&x, B, P, G, 0);
-    bound = B * bw * 1e9 / (wb + kvt * B * (P + G / 2.0));
-    result("decode64_tps", tps, "tokens/s, 64 streams, logits to the host");
+    /* many streams */
+    t = prefill(&x, z->B, z->P, 2048);
+    result("prefill_b64_tps", (double) z->B * z->P / t,
+           "tokens/s, the streams' prompts in 2048-row steps");
+    decode(&x, z->B, z->P, 4, 0);
+    tps = decode(&x, z->B, z->P, z->G, 0);
+    bound = z->B * bw * 1e9 / (wb + kvt * z->B * (z->P + z->G / 2.0));
+    result("decode64_tps", tps, "tokens/s, all streams, logits to the host");
     result("decode64_bound_tps", bound, "tokens/s, bandwidth bound");
-    prefill(&x, B, P, 2048);
-    result("decode64_greedy_tps", decode(&x, B, P, G, 1),
-           "tokens/s, 64 streams, ids only (forward_greedy)");
+    prefill(&x, z->B, z->P, 2048);
+    result("decode64_greedy_tps", decode(&x, z->B, z->P, z->G, 1),
+           "tokens/s, all streams, ids only (forward_greedy)");
 
     x.b->free(x.b);
     llm_batch_buf_free(&x.bb);

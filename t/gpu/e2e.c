@@ -10,8 +10,8 @@
  *    the ids must be identical, except that a divergence is accepted when it
  *    is a near-tie in the CPU's logits (top-2 gap within twice the
  *    GPU-vs-CPU difference at that position: bf16 storage moves the logits
- *    by ~1e-2 relative, see t/unit/test_cuda_ref.c).  The first 16 tokens
- *    must match in any case.
+ *    by ~1e-2 relative, see t/unit/test_cuda_ref.c, so about one position
+ *    in a hundred of a random model flips; f16 storage moves them 8x less).
  * 2. Teacher-forced logits of prompt + the CPU's tokens in one prefill on
  *    both backends: relative difference < 3e-2 at every position, argmax
  *    equal except at near-ties.
@@ -276,7 +276,7 @@ main(int argc, char **argv)
     tap(max_rel < 3e-2 && unexplained == 0, "teacher-forced logits over %d "
         "positions: max rel diff %.3g, argmax diffs %d (all near-ties)",
         np + N - 1, max_rel, argmax_diff);
-    tap(match == N || (match >= 16 && explained),
+    tap(match == N || explained,
         "greedy ids identical for %d of %d tokens%s", match, N,
         match == N ? "" : explained ? " (then a near-tie)"
                                     : " (divergence NOT a near-tie)");

@@ -17,11 +17,31 @@
 # folder) when set, else build/h200/logs.
 #
 #   usage: t/gpu/run.sh [CUDA_ARCH]     (default: -gencode for sm_90a)
+#
+# LLM_GPU_EMU=1 tries the script itself without a GPU: the same stages on
+# the CPU emulator of cuda/emu (build/gpu-emu, small shapes, meaningless
+# speeds), so that a GPU run is not spent on a broken script.
 set -u
 cd "$(dirname "$0")/../.."
 T0=$(date +%s)
 DEADLINE=$((T0 + ${LLM_GPU_BUDGET:-570}))
-B=build/h200
+EMU=${LLM_GPU_EMU:-}
+if [ -n "$EMU" ]; then
+    B=build/gpu-emu
+    TARGETS="lib cli unit $B/emu/bench"
+    TEST_KERNELS=$B/t/test_cuda_emu
+    BENCH="$B/emu/bench --small"
+    E2E_SIZE="--layers 2 --hidden 256 --heads 4 --kv-heads 2 --intermediate 512"
+    E2E_TOKENS=20
+    export LLM_EMU_MEM=$((2 * 1024 * 1024 * 1024))
+else
+    B=build/h200
+    TARGETS="lib cli cuda"
+    TEST_KERNELS=$B/gpu/test_kernels
+    BENCH="$B/gpu/bench"
+    E2E_SIZE="--layers 4 --hidden 512 --heads 8 --kv-heads 2 --intermediate 1024"
+    E2E_TOKENS=64
+fi
 LOG=${OUT:-$B/logs}
 mkdir -p "$LOG" "$B"
 ARCH=${1:-"-gencode arch=compute_90a,code=sm_90a"}
@@ -50,7 +70,7 @@ pct() {                       # pct A B: A as a percentage of B
 
 finish() {
     echo
-    echo "==================== GPU check summary ===================="
+    echo "==================== GPU check summary ${EMU:+(EMULATED ON THE CPU) }===================="
     cat "$SUMMARY"
     echo "total: $(( $(date +%s) - T0 )) s; logs in $LOG"
     exit "$1"
@@ -93,7 +113,7 @@ NVCC=$(command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 GPU=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1)
 row "GPU" "${GPU:-nvidia-smi found no GPU}"
 row "nvcc" "$([ -n "$NVCC" ] && "$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*/CUDA \1/p' || echo missing)"
-if [ -z "$NVCC" ]; then
+if [ -z "$NVCC" ] && [ -z "$EMU" ]; then
     row "build" "FAILED: no nvcc (put the CUDA toolkit's bin on PATH)"
     finish 1
 fi
@@ -101,18 +121,20 @@ fi
 # ---- 1. build ---------------------------------------------------------------
 t=$(date +%s)
 if timeout "$(left 240)" make -j"$JOBS" BUILD=$B NVCC="$NVCC" CUDA_ARCH="$ARCH" \
-       lib cli cuda > "$LOG/build.log" 2>&1; then
-    row "build (make -j$JOBS, $ARCH)" "ok ($(( $(date +%s) - t )) s)"
+       $TARGETS > "$LOG/build.log" 2>&1; then
+    what=$ARCH
+    [ -n "$EMU" ] && what="the emulator"
+    row "build (make -j$JOBS, $what)" "ok ($(( $(date +%s) - t )) s)"
 else
     row "build" "FAILED, see build.log:"
     grep -E 'error|Error' "$LOG/build.log" | head -n 8 >> "$SUMMARY"
     finish 1
 fi
-export LLM_CUDA_LIBRARY="$PWD/$B/libllm_cuda.so"
+export LLM_CUDA_LIBRARY="$PWD/$B/${EMU:+emu/}libllm_cuda.so"
 STATUS=0
 
 # ---- 2. kernel tests ----------------------------------------------------------
-timeout "$(left 200)" "$B/gpu/test_kernels" > "$LOG/test_kernels.log" 2>&1
+timeout "$(left 200)" $TEST_KERNELS > "$LOG/test_kernels.log" 2>&1
 rc=$?
 line=$(grep '^# kernel tests:' "$LOG/test_kernels.log" | tail -n 1)
 if [ $rc -eq 0 ] && [ -n "$line" ]; then
@@ -125,60 +147,69 @@ else
 fi
 
 # ---- 3. end to end ------------------------------------------------------------
-M=$B/e2e-model
-rm -rf "$M" "$B/e2e-tok"
+# Two 4-layer Llamas from make-model: f16 (the GPU runs it in f16, so greedy
+# ties are rare) and bf16.
+rm -rf "$B/e2e-tok"
 mini_tokenizer "$B/e2e-tok"
 PROMPT="The quick brown fox jumps over the lazy dog, then rests by the river bank until the sun goes down."
-if "$B/llm" make-model --tokenizer "$B/e2e-tok" --out "$M" --layers 4 \
-       --hidden 512 --heads 8 --kv-heads 2 --intermediate 1024 \
-       --rope-llama3 --seed 7 > "$LOG/e2e.log" 2>&1; then
+: > "$LOG/e2e.log"
+for dt in f16 bf16; do
+    M=$B/e2e-$dt
+    rm -rf "$M"
+    if ! "$B/llm" make-model --tokenizer "$B/e2e-tok" --out "$M" $E2E_SIZE \
+           --rope-llama3 --dtype $dt --seed 7 >> "$LOG/e2e.log" 2>&1; then
+        STATUS=1
+        row "e2e ($dt)" "FAILED: make-model: $(tail -n 1 "$LOG/e2e.log")"
+        continue
+    fi
+    echo "== e2e $dt" >> "$LOG/e2e.log"
     timeout "$(left 120)" "$B/gpu/e2e" --model "$M" --prompt "$PROMPT" \
-        --device cuda:0 --tokens 64 >> "$LOG/e2e.log" 2>&1
+        --device cuda:0 --tokens $E2E_TOKENS >> "$LOG/e2e.log" 2>&1
     rc=$?
     line=$(grep '^e2e:' "$LOG/e2e.log" | tail -n 1)
     if [ $rc -eq 0 ]; then
-        row "e2e greedy, engine API" "ok: ${line#e2e: }"
+        row "e2e greedy, engine API ($dt)" "ok: ${line#e2e: }"
     else
         STATUS=1
-        row "e2e greedy, engine API" "FAILED (rc $rc): ${line:-no summary line}"
-        grep -E '^not ok|^# ' "$LOG/e2e.log" | head -n 6 >> "$SUMMARY"
+        row "e2e greedy, engine API ($dt)" "FAILED (rc $rc): ${line:-no summary line}"
+        sed -n "/^== e2e $dt/,\$p" "$LOG/e2e.log" | grep -E '^not ok|^# ' \
+            | head -n 6 >> "$SUMMARY"
     fi
-    for d in cpu cuda:0; do
-        timeout "$(left 60)" "$B/llm" generate --model "$M" --prompt "$PROMPT" \
-            --max-tokens 32 --temperature 0 --json --device "$d" \
-            > "$LOG/generate-$d.json" 2>> "$LOG/e2e.log"
-    done
-    ic=$(sed -n 's/.*"ids":\[\([0-9,]*\)\].*/\1/p' "$LOG/generate-cpu.json")
-    ig=$(sed -n 's/.*"ids":\[\([0-9,]*\)\].*/\1/p' "$LOG/generate-cuda:0.json")
-    if [ -n "$ic" ] && [ "$ic" = "$ig" ]; then
-        row "e2e llm generate --device cuda:0" "ok: 32/32 ids = --device cpu"
-    elif [ -z "$ic" ] || [ -z "$ig" ]; then
-        STATUS=1
-        row "e2e llm generate --device cuda:0" \
-            "FAILED: $(grep '^llm:' "$LOG/e2e.log" | tail -n 1 | cut -c1-200)"
-    else
-        n=0
-        for x in $(echo "$ic" | tr , ' '); do
-            [ "$(echo "$ig" | cut -d, -f$((n + 1)))" = "$x" ] || break
-            n=$((n + 1))
-        done
-        row "e2e llm generate --device cuda:0" \
-            "$n/32 ids = --device cpu, then differs (near-tie? see the row above); cpu [$ic] gpu [$ig]"
-    fi
-else
+done
+M=$B/e2e-f16
+for d in cpu cuda:0; do
+    timeout "$(left 60)" "$B/llm" generate --model "$M" --prompt "$PROMPT" \
+        --max-tokens 32 --temperature 0 --json --device "$d" \
+        > "$LOG/generate-$d.json" 2>> "$LOG/e2e.log"
+done
+ic=$(sed -n 's/.*"ids":\[\([0-9,]*\)\].*/\1/p' "$LOG/generate-cpu.json")
+ig=$(sed -n 's/.*"ids":\[\([0-9,]*\)\].*/\1/p' "$LOG/generate-cuda:0.json")
+if [ -n "$ic" ] && [ "$ic" = "$ig" ]; then
+    row "e2e llm generate --device cuda:0" "ok: 32/32 ids = --device cpu (f16)"
+elif [ -z "$ic" ] || [ -z "$ig" ]; then
     STATUS=1
-    row "e2e" "FAILED: make-model: $(tail -n 1 "$LOG/e2e.log")"
+    row "e2e llm generate --device cuda:0" \
+        "FAILED: $(grep '^llm:' "$LOG/e2e.log" | tail -n 1 | cut -c1-200)"
+else
+    n=0
+    for x in $(echo "$ic" | tr , ' '); do
+        [ "$(echo "$ig" | cut -d, -f$((n + 1)))" = "$x" ] || break
+        n=$((n + 1))
+    done
+    row "e2e llm generate --device cuda:0" \
+        "$n/32 ids = --device cpu, then differs (near-tie? see the f16 row above)"
 fi
 
 # ---- 4. benchmark ---------------------------------------------------------------
-timeout "$(left 240)" "$B/gpu/bench" > "$LOG/bench.log" 2>&1
+timeout "$(left 240)" $BENCH > "$LOG/bench.log" 2>&1
 rc=$?
 if [ $rc -ne 0 ]; then
     STATUS=1
     row "benchmark" "FAILED (rc $rc): $(grep -v '^RESULT\|^#' "$LOG/bench.log" | tail -n 2)"
 fi
 if grep -q '^RESULT' "$LOG/bench.log"; then
-    grep '^# ' "$LOG/bench.log" | head -n 1 | cut -c3- | cut -c1-140 >> "$SUMMARY"
+    grep '^# .* SMs; ' "$LOG/bench.log" | head -n 1 | cut -c3- | cut -c1-160 \
+        >> "$SUMMARY"
     row "bandwidth (D2D copy)" "$(val bandwidth_gbs) GB/s"
     row "bf16 GEMM rate (cuBLAS 8192^3)" "$(val gemm_tflops) TFLOP/s"
     d1=$(val decode1_tps); b1=$(val decode1_bound_tps)

@@ -1,0 +1,75 @@
+#!/bin/sh
+# make test: the GPU path end to end on the CPU.  build/emu/libllm_cuda.so
+# is the CUDA backend built against the emulator (cuda/emu, docs/cuda.md);
+# pointed to by LLM_CUDA_LIBRARY, it is what the engine dlopens for
+# --device cuda:0.  The same end-to-end check as t/gpu/run.sh, smaller:
+# greedy generation through the engine identical to the CPU backend's,
+# teacher-forced logits within tolerance, `llm generate --device cuda:0`
+# giving the CPU's ids, and `llm logits --device cuda:0` close to the CPU's.
+BUILD=${LLM_BUILD:-build}
+LIB=$BUILD/emu/libllm_cuda.so
+if [ ! -f "$LIB" ] || [ ! -x "$BUILD/gpu/e2e" ]; then
+    echo "1..0 # SKIP $LIB or $BUILD/gpu/e2e not built (sanitizer build?)"
+    exit 0
+fi
+export LLM_CUDA_LIBRARY="$LIB"
+export LLM_EMU_MEM=$((1024 * 1024 * 1024))
+
+tn=0
+fails=0
+ok() {                          # ok STATUS DESCRIPTION
+    tn=$((tn + 1))
+    if [ "$1" -eq 0 ]; then
+        echo "ok $tn - $2"
+    else
+        echo "not ok $tn - $2"
+        fails=$((fails + 1))
+    fi
+}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+sed -n '/^mini_tokenizer() {/,/^}/p' t/gpu/run.sh > "$tmp/mini.sh"
+. "$tmp/mini.sh"
+mini_tokenizer "$tmp/tok"
+PROMPT="The quick brown fox jumps over the lazy dog."
+
+echo "1..7"
+for dt in f16 bf16; do
+    "$BUILD/llm" make-model --tokenizer "$tmp/tok" --out "$tmp/$dt" \
+        --layers 2 --hidden 256 --heads 4 --kv-heads 2 --intermediate 512 \
+        --rope-llama3 --dtype $dt --seed 7 > /dev/null 2>&1
+    "$BUILD/gpu/e2e" --model "$tmp/$dt" --prompt "$PROMPT" --device cuda:0 \
+        --tokens 20 > "$tmp/e2e-$dt.log" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && sed 's/^/# /' "$tmp/e2e-$dt.log"
+    ok $rc "$dt: $(grep '^e2e:' "$tmp/e2e-$dt.log" || echo 'e2e failed')"
+done
+
+for d in cpu cuda:0; do
+    "$BUILD/llm" generate --model "$tmp/f16" --prompt "$PROMPT" \
+        --max-tokens 12 --temperature 0 --json --device "$d" \
+        > "$tmp/gen-$d.json" 2> "$tmp/gen-$d.err"
+    ok $? "llm generate --device $d $(cat "$tmp/gen-$d.err")"
+done
+ic=$(sed -n 's/.*"ids":\[\([0-9,]*\)\].*/\1/p' "$tmp/gen-cpu.json")
+ig=$(sed -n 's/.*"ids":\[\([0-9,]*\)\].*/\1/p' "$tmp/gen-cuda:0.json")
+[ -n "$ic" ] && [ "$ic" = "$ig" ]
+ok $? "the same 12 greedy ids on cuda:0 and cpu: [$ig] [$ic]"
+
+ids=256,84,104,101,32,113,117,105,99,107,32,98,114,111,119,110
+"$BUILD/llm" logits --model "$tmp/bf16" --ids $ids --out "$tmp/l-cpu" \
+    --device cpu > /dev/null 2>&1
+"$BUILD/llm" logits --model "$tmp/bf16" --ids $ids --out "$tmp/l-gpu" \
+    --device cuda:0 > /dev/null 2>&1
+ok $? "llm logits --device cuda:0"
+# max |gpu - cpu| over max |cpu| of the float32 files, in od + awk
+rel=$(od -An -v -f "$tmp/l-cpu" | tr -s ' ' '\n' | grep . > "$tmp/a"
+      od -An -v -f "$tmp/l-gpu" | tr -s ' ' '\n' | grep . > "$tmp/b"
+      paste "$tmp/a" "$tmp/b" | awk '
+          { d = $1 - $2; if (d < 0) d = -d; if (d > dm) dm = d
+            a = $1 < 0 ? -$1 : $1; if (a > am) am = a; n++ }
+          END { if (n != 16 * 258 || am == 0) print "bad"; else printf "%.3g", dm / am }')
+[ "$rel" != bad ] && awk -v r="$rel" 'BEGIN { exit !(r < 3e-2) }'
+ok $? "llm logits: 16 x 258 logits on cuda:0 within 3e-2 of the CPU's (rel $rel)"
+exit $((fails > 0))
