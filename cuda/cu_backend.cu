@@ -338,7 +338,7 @@ llm_cu_graph_run(llm_cu_backend *b, const llm_cu_step *st, char *err)
 
 /* The step's logits rows (or ids) into the caller's arrays, by
  * plan.logits_idx.  Copies of chunk c overlap the host's placing of chunk
- * c - (NPIPE - 1). */
+ * c - (NPIPE - 1).  A step without logits returns at once. */
 static int
 llm_cu_copy_out(llm_cu_backend *b, const llm_cu_step *st, float *logits,
     int32_t *ids, char *err)
@@ -391,7 +391,7 @@ llm_cu_copy_out(llm_cu_backend *b, const llm_cu_step *st, float *logits,
             }
         }
     }
-    return LLM_CU_TRY(cudaStreamSynchronize(b->stream), err) ? -1 : 0;
+    return 0;
 }
 
 
@@ -446,7 +446,9 @@ llm_cu_run(llm_cu_backend *b, const llm_batch *batch, float *logits,
             return -1;
         }
     }
-    return 0;
+    /* steps without logits were not waited for: the next one was planned
+     * while they ran */
+    return LLM_CU_TRY(cudaStreamSynchronize(b->stream), err) ? -1 : 0;
 }
 
 

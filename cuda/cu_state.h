@@ -59,18 +59,25 @@ llm_cu_head_chunk(int head_dim)
 }
 
 
+/* First key a query at position p may attend to. */
+LLM_CU_HD static inline int
+llm_cu_window_start(int p, int window)
+{
+    return (window > 0 && p - window + 1 > 0) ? p - window + 1 : 0;
+}
+
+
 /* The split of token at position p's key range [j0, p] (j0 from the sliding
- * window): cache blocks b_lo .. b_lo + n_blocks - 1, cut into n_split runs
- * of `per` blocks (the last may be shorter).  Every run holds at least one
- * key the token may attend to, so no split's softmax is empty.  Computed on
- * the device from the position, so a captured CUDA graph stays valid for
- * any context length. */
+ * window): cache blocks b_lo .. p / 16, cut into n_split runs of `per`
+ * blocks (the last may be shorter).  Every run holds at least one key the
+ * token may attend to, so no split's softmax is empty.  Computed on the
+ * device from the position, so a captured CUDA graph stays valid for any
+ * context length. */
 LLM_CU_HD static inline void
 llm_cu_split_range(int p, int window, int max_splits, int *b_lo, int *per,
     int *n_split)
 {
-    int  j0 = (window > 0 && p - window + 1 > 0) ? p - window + 1 : 0;
-    int  lo = j0 / LLM_BLOCK_SIZE;
+    int  lo = llm_cu_window_start(p, window) / LLM_BLOCK_SIZE;
     int  nb = p / LLM_BLOCK_SIZE - lo + 1;
     int  pr = (nb + max_splits - 1) / max_splits;
 
@@ -80,14 +87,6 @@ llm_cu_split_range(int p, int window, int max_splits, int *b_lo, int *per,
     *b_lo = lo;
     *per = pr;
     *n_split = (nb + pr - 1) / pr;
-}
-
-
-/* First key a query at position p may attend to. */
-LLM_CU_HD static inline int
-llm_cu_window_start(int p, int window)
-{
-    return (window > 0 && p - window + 1 > 0) ? p - window + 1 : 0;
 }
 
 

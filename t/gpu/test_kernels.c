@@ -501,7 +501,7 @@ test_qkv_and_attention(env *e, const char *name)
     free(o);
     {
         /* K and V at each row's slot */
-        size_t  per = (size_t) g->nkv * 16 * hd, dmax = 0;
+        size_t  per = (size_t) g->nkv * 16 * hd, nan_kv = 0;
         double  worst = 0.0;
         int     v;
 
@@ -518,14 +518,14 @@ test_qkv_and_attention(env *e, const char *name)
                           * hd;
                     d = rel_diff(kg + off, kr + off, hd, &nan_n);
                     for (j = 0; j < hd; j++) {
-                        dmax += isnan(kg[off + j]);
+                        nan_kv += isnan(kg[off + j]);
                     }
                     worst = d > worst ? d : worst;
                 }
             }
             free(kg);
         }
-        check(worst < 8e-3 && dmax == 0, "%s: q/k/v epilogue, K/V in the "
+        check(worst < 8e-3 && nan_kv == 0, "%s: q/k/v epilogue, K/V in the "
               "cache slots (rel %.2g)", name, worst);
     }
 
