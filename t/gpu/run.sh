@@ -118,6 +118,17 @@ if [ -z "$NVCC" ] && [ -z "$EMU" ]; then
     finish 1
 fi
 
+# the engine's build dependencies (tools/install_deps.sh installs them)
+missing=
+for h in yajl/yajl_tree.h:libyajl-dev pcre2.h:libpcre2-dev utf8proc.h:libutf8proc-dev; do
+    printf '#define PCRE2_CODE_UNIT_WIDTH 8\n#include <%s>\n' "${h%%:*}" \
+        | ${CC:-cc} -E - > /dev/null 2>&1 || missing="$missing ${h#*:}"
+done
+if [ -n "$missing" ]; then
+    row "build" "FAILED: missing headers; apt-get install$missing"
+    finish 1
+fi
+
 # ---- 1. build ---------------------------------------------------------------
 t=$(date +%s)
 if timeout "$(left 240)" make -j"$JOBS" BUILD=$B NVCC="$NVCC" CUDA_ARCH="$ARCH" \
