@@ -5,7 +5,8 @@
 # --device cuda:0.  The same end-to-end check as t/gpu/run.sh, smaller:
 # greedy generation through the engine identical to the CPU backend's,
 # teacher-forced logits within tolerance, `llm generate --device cuda:0`
-# giving the CPU's ids, and `llm logits --device cuda:0` close to the CPU's.
+# giving the CPU's ids, `llm logits --device cuda:0` close to the CPU's, and
+# out-of-memory errors at load that name what was needed.
 BUILD=${LLM_BUILD:-build}
 LIB=$BUILD/emu/libllm_cuda.so
 if [ ! -f "$LIB" ] || [ ! -x "$BUILD/gpu/e2e" ]; then
@@ -34,7 +35,7 @@ sed -n '/^mini_tokenizer() {/,/^}/p' t/gpu/run.sh > "$tmp/mini.sh"
 mini_tokenizer "$tmp/tok"
 PROMPT="The quick brown fox jumps over the lazy dog."
 
-echo "1..7"
+echo "1..9"
 for dt in f16 bf16; do
     "$BUILD/llm" make-model --tokenizer "$tmp/tok" --out "$tmp/$dt" \
         --layers 2 --hidden 256 --heads 4 --kv-heads 2 --intermediate 512 \
@@ -72,4 +73,13 @@ rel=$(od -An -v -f "$tmp/l-cpu" | tr -s ' ' '\n' | grep . > "$tmp/a"
           END { if (n != 16 * 258 || am == 0) print "bad"; else printf "%.3g", dm / am }')
 [ "$rel" != bad ] && awk -v r="$rel" 'BEGIN { exit !(r < 3e-2) }'
 ok $? "llm logits: 16 x 258 logits on cuda:0 within 3e-2 of the CPU's (rel $rel)"
+# out of device memory at load: messages that say how much was needed
+LLM_EMU_MEM=$((400 * 1024 * 1024)) "$BUILD/llm" generate --model "$tmp/f16" \
+    --prompt hi --max-tokens 2 --device cuda:0 > /dev/null 2> "$tmp/oom1"
+[ $? -ne 0 ] && grep -q "the weights need [0-9]* MiB .* but only [0-9]* of 400 MiB are free" "$tmp/oom1"
+ok $? "weights that do not fit: $(cat "$tmp/oom1")"
+LLM_EMU_MEM=$((600 * 1024 * 1024)) "$BUILD/llm" generate --model "$tmp/f16" \
+    --prompt hi --max-tokens 2 --device cuda:0 > /dev/null 2> "$tmp/oom2"
+[ $? -ne 0 ] && grep -q "the KV cache needs 128 MiB (8192 blocks.*llm_max_model_len" "$tmp/oom2"
+ok $? "a KV cache that does not fit: $(cat "$tmp/oom2")"
 exit $((fails > 0))
