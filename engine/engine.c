@@ -317,6 +317,8 @@ llm_engine_create(const llm_engine_config *cfg, char *err)
             bc.kv_bytes = LLM_DEFAULT_KV_BYTES;
         }
     }
+    bc.gpu_memory_utilization = cfg->gpu_memory_utilization > 0
+                                ? cfg->gpu_memory_utilization : 0.9;
     ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     bc.threads = cfg->threads > 0 ? cfg->threads : (ncpu > 0 ? (int) ncpu : 1);
     e->backend = llm_backend_open(e->model, cfg->device, &bc,
