@@ -209,7 +209,7 @@ llm_f32_to_f16(float f)
 const char *
 llm_pyfloat(char *buf, double v)
 {
-    char  digits[32], *e, *dot;
+    char  digits[32], out[64], *e, *dot;
     int   p, exp10, n, i;
 
     if (isnan(v)) {
@@ -239,9 +239,10 @@ llm_pyfloat(char *buf, double v)
                 digits[n - 1] = '\0';
             }
         }
-        /* at most 17 digits, a point, a sign: the mantissa fits in 20 */
-        snprintf(buf, 32, "%.20se%c%02d", digits, exp10 < 0 ? '-' : '+',
-                 exp10 < 0 ? -exp10 : exp10);
+        snprintf(out, sizeof(out), "%se%c%02d", digits,
+                 exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+        n = (int) strlen(out);          /* at most 24: 17 digits, e+308 */
+        memcpy(buf, out, n + 1);
         return buf;
     }
     i = p - 1 - exp10;                  /* decimals needed */
