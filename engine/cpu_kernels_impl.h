@@ -71,11 +71,14 @@ KSUFFIX(scalarw)(const int dt, const void *w, size_t i)
 /* y[i * ldy + j] = dot(x row i, w row j) for an mr x nr tile. */
 LLM_ALWAYS_INLINE void
 KSUFFIX(tile)(const int mr, const int nr, const int dt, const float *x,
-    int ldx, const void *w, size_t ldw, int K, float *y, int ldy)
+    int ldx, const void *w, size_t ldw, int K, float *y, int ldy,
+    const void *next)
 {
-    VEC    acc[mr][nr], xv[mr], wv;
-    int    i, j, k, kv = K - K % VLEN;
-    float  s;
+    VEC          acc[mr][nr], xv[mr], wv;
+    int          i, j, k, kv = K - K % VLEN;
+    size_t       esz = dt == LLM_DTYPE_F32 ? 4 : 2;
+    const char  *pf = next;
+    float        s;
 
     for (i = 0; i < mr; i++) {
         for (j = 0; j < nr; j++) {
@@ -83,6 +86,13 @@ KSUFFIX(tile)(const int mr, const int nr, const int dt, const float *x,
         }
     }
     for (k = 0; k < kv; k += VLEN) {
+        /* streaming weights: fetch the next tile's rows while this one
+         * runs (short rows defeat the hardware prefetcher) */
+        if (pf != NULL && (k * esz) % 64 == 0) {
+            for (j = 0; j < nr; j++) {
+                __builtin_prefetch(pf + ((size_t) j * ldw + k) * esz, 0, 3);
+            }
+        }
         for (i = 0; i < mr; i++) {
             xv[i] = VLOAD(x + (size_t) i * ldx + k);
         }
@@ -119,11 +129,13 @@ KSUFFIX(matmul_small)(const int dt, const float *x, int ldx, int M,
     case m:                                                                   \
         for (n = n0; n + 4 <= n1; n += 4) {                                   \
             KSUFFIX(tile)(m, 4, dt, x, ldx, base + (size_t) n * K * esz, K,   \
-                          K, y + n, ldy);                                     \
+                          K, y + n, ldy,                                      \
+                          n + 8 <= n1 ? base + (size_t) (n + 4) * K * esz     \
+                                      : NULL);                                \
         }                                                                     \
         for (; n < n1; n++) {                                                 \
             KSUFFIX(tile)(m, 1, dt, x, ldx, base + (size_t) n * K * esz, K,   \
-                          K, y + n, ldy);                                     \
+                          K, y + n, ldy, NULL);                               \
         }                                                                     \
         break;
 
@@ -179,24 +191,24 @@ KSUFFIX(matmul_blocked)(const int dt, const float *x, int ldx, int M,
                 for (n = 0; n + NR <= nlen; n += NR) {
                     KSUFFIX(tile)(MR, NR, LLM_DTYPE_F32, xb + (size_t) m * ldx,
                                   ldx, wf + (size_t) n * K, K, K,
-                                  yb + (size_t) m * ldy + n, ldy);
+                                  yb + (size_t) m * ldy + n, ldy, NULL);
                 }
                 for (; n < nlen; n++) {
                     KSUFFIX(tile)(MR, 1, LLM_DTYPE_F32, xb + (size_t) m * ldx,
                                   ldx, wf + (size_t) n * K, K, K,
-                                  yb + (size_t) m * ldy + n, ldy);
+                                  yb + (size_t) m * ldy + n, ldy, NULL);
                 }
             }
             for (; m < mlen; m++) {
                 for (n = 0; n + NR <= nlen; n += NR) {
                     KSUFFIX(tile)(1, NR, LLM_DTYPE_F32, xb + (size_t) m * ldx,
                                   ldx, wf + (size_t) n * K, K, K,
-                                  yb + (size_t) m * ldy + n, ldy);
+                                  yb + (size_t) m * ldy + n, ldy, NULL);
                 }
                 for (; n < nlen; n++) {
                     KSUFFIX(tile)(1, 1, LLM_DTYPE_F32, xb + (size_t) m * ldx,
                                   ldx, wf + (size_t) n * K, K, K,
-                                  yb + (size_t) m * ldy + n, ldy);
+                                  yb + (size_t) m * ldy + n, ldy, NULL);
                 }
             }
         }
