@@ -39,7 +39,8 @@ llm_cpu_kernels_select(void)
 size_t
 llm_matmul_scratch_size(int K, int M)
 {
-    /* LLM_MATMUL_NB widened weight rows, and the M tokens packed in blocks
-     * of up to 64 (LLM_MATMUL_TMB on the widest ISA) */
-    return ((size_t) 48 + (size_t) M + 64) * (size_t) K;
+    /* LLM_MATMUL_NB widened weight rows, the M tokens packed in blocks of
+     * up to 64 (LLM_MATMUL_TMB on the widest ISA), and the accumulators of
+     * one weight block by one token block (plus a padded panel) */
+    return ((size_t) 48 + 8 + (size_t) M + 64) * (size_t) K + (48 + 8) * 64;
 }

@@ -38,6 +38,8 @@
 #define LLM_MATMUL_SMALL_M MR           /* below this: widen on the fly */
 #define LLM_MATMUL_OUTER_M (2 * VLEN)   /* from here: outer-product tiles */
 #define LLM_MATMUL_TMB     (TMV * VLEN) /* tokens per outer-product block */
+#define LLM_MATMUL_MC_BYTES (512 * 1024) /* token panels kept in L2 */
+#define LLM_MATMUL_KC      128          /* inputs per slice: tokens in L1 */
 
 
 LLM_ALWAYS_INLINE VEC
@@ -217,73 +219,68 @@ KSUFFIX(matmul_blocked)(const int dt, const float *x, int ldx, int M,
 
 
 /*
- * Outer-product tile: a panel of TNR weight rows widened to f32 and
- * interleaved ([K][TNR]) times mv vectors of tokens from the packed token
- * panel ([K][mv * VLEN]).  Each output is one FMA chain over k.  Only the
- * first nr rows and mlen tokens are stored.
+ * Outer-product tile, one slice [k0, k1) of K: a panel of TNR weight rows
+ * widened to f32 and interleaved ([K][TNR]) times mv vectors of tokens from
+ * the packed token panel ([K][mv * VLEN]).  The accumulators live in cb
+ * between slices, so every output is still one FMA chain over k in order.
  */
 LLM_ALWAYS_INLINE void
 KSUFFIX(tile_outer)(const int mv, const float *wp, int K, const float *xp,
-    float *y, int ldy, int n, int nr, int mlen)
+    int k0, int k1, float *cb)
 {
-    VEC    acc[TNR][mv], b;
-    float  tmp[VLEN];
-    int    i, j, k, l, m;
+    VEC           acc[TNR][mv], b;
+    const float  *r[TNR];
+    int           i, j, k;
 
     for (i = 0; i < TNR; i++) {
         for (j = 0; j < mv; j++) {
-            acc[i][j] = VZERO();
+            acc[i][j] = VLOAD(cb + (i * mv + j) * VLEN);
         }
     }
-    for (k = 0; k < K; k++) {
+    for (i = 0; i < TNR; i++) {
+        r[i] = wp + (size_t) i * K;
+    }
+    xp += (size_t) k0 * mv * VLEN;
+    for (k = k0; k < k1; k++) {
         for (i = 0; i < TNR; i++) {
-            b = VSET1(wp[i]);
+            b = VSET1(r[i][k]);
             for (j = 0; j < mv; j++) {
                 acc[i][j] = VFMA(b, VLOAD(xp + j * VLEN), acc[i][j]);
             }
         }
-        wp += TNR;
         xp += mv * VLEN;
     }
-    for (i = 0; i < nr; i++) {
+    for (i = 0; i < TNR; i++) {
         for (j = 0; j < mv; j++) {
-            VSTORE(tmp, acc[i][j]);
-            for (l = 0; l < VLEN; l++) {
-                m = j * VLEN + l;
-                if (m < mlen) {
-                    y[(size_t) m * ldy + n + i] = tmp[l];
-                }
-            }
+            VSTORE(cb + (i * mv + j) * VLEN, acc[i][j]);
         }
     }
 }
 
 
-/* Widens weight rows [nb, nb + nlen) into interleaved panels of TNR rows,
- * zero-padding the last panel. */
+/* Widens weight rows [nb, nb + nlen) to f32 rows, zero rows up to a
+ * multiple of TNR. */
 LLM_ALWAYS_INLINE void
 KSUFFIX(pack_weights)(const int dt, const llm_tensor *w, int nb, int nlen,
     float *wp)
 {
-    int          p, i, k, K = w->cols;
+    int          r, k, K = w->cols, kv = K - K % VLEN;
     size_t       esz = dt == LLM_DTYPE_F32 ? 4 : 2;
-    const char  *row;
+    const char  *src;
     float       *dst;
 
-    for (p = 0; p < nlen; p += TNR) {
-        dst = wp + (size_t) p * K;
-        for (i = 0; i < TNR; i++) {
-            if (p + i >= nlen) {
-                for (k = 0; k < K; k++) {
-                    dst[(size_t) k * TNR + i] = 0.0f;
-                }
-                continue;
-            }
-            row = (const char *) w->data + (size_t) (nb + p + i) * K * esz;
-            for (k = 0; k < K; k++) {
-                dst[(size_t) k * TNR + i] = KSUFFIX(scalarw)(dt, row, k);
-            }
+    for (r = 0; r < nlen; r++) {
+        src = (const char *) w->data + (size_t) (nb + r) * K * esz;
+        dst = wp + (size_t) r * K;
+        for (k = 0; k < kv; k += VLEN) {
+            VSTORE(dst + k, KSUFFIX(loadw)(dt, src, k));
         }
+        for (; k < K; k++) {
+            dst[k] = KSUFFIX(scalarw)(dt, src, k);
+        }
+    }
+    for ( ; r % TNR != 0; r++) {
+        memset(wp + (size_t) r * K, 0, sizeof(float) * K);
     }
 }
 
@@ -308,51 +305,75 @@ KSUFFIX(pack_tokens)(const float *x, int ldx, int M, int K, float *xp)
 }
 
 
-/* Many tokens: pack them once, widen each block of weight rows once, and
- * run outer-product tiles of every token block over it. */
+/*
+ * Many tokens: pack them once; for each chunk of LLM_MATMUL_MC tokens (kept
+ * in L2) widen each block of weight rows once and run outer-product tiles
+ * of every token block over it, a slice of LLM_MATMUL_KC inputs at a time
+ * so that the tokens' slice stays in L1 while every weight panel passes.
+ */
 LLM_ALWAYS_INLINE void
 KSUFFIX(matmul_outer)(const int dt, const float *x, int ldx, int M,
     const llm_tensor *w, int n0, int n1, float *y, int ldy, float *scratch)
 {
-    int     mb, nb, p, mlen, nlen, mv, K = w->cols;
+    int     mc, mcl, mb, nb, p, i, j, l, k0, k1, mlen, nlen, mv;
+    int     K = w->cols;
     float  *xp = scratch;
-    float  *wp = scratch + (size_t) (M + LLM_MATMUL_TMB) * K;
-    float  *yb;
+    float  *wp = xp + (size_t) (M + LLM_MATMUL_TMB) * K;
+    float  *cb = wp + (size_t) LLM_MATMUL_NB * K;
+    float  *c;
 
+    /* as many whole token blocks as fit the L2 budget, at least one */
+    mcl = (int) (LLM_MATMUL_MC_BYTES / (sizeof(float) * K))
+          / LLM_MATMUL_TMB * LLM_MATMUL_TMB;
+    mcl = mcl > LLM_MATMUL_TMB ? mcl : LLM_MATMUL_TMB;
     KSUFFIX(pack_tokens)(x, ldx, M, K, xp);
-    for (nb = n0; nb < n1; nb += LLM_MATMUL_NB) {
-        nlen = n1 - nb < LLM_MATMUL_NB ? n1 - nb : LLM_MATMUL_NB;
-        KSUFFIX(pack_weights)(dt, w, nb, nlen, wp);
-        for (mb = 0; mb < M; mb += LLM_MATMUL_TMB) {
-            mlen = M - mb < LLM_MATMUL_TMB ? M - mb : LLM_MATMUL_TMB;
-            mv = (mlen + VLEN - 1) / VLEN;
-            yb = y + (size_t) mb * ldy;
-            for (p = 0; p < nlen; p += TNR) {
+    for (mc = 0; mc < M; mc += mcl) {
+        for (nb = n0; nb < n1; nb += LLM_MATMUL_NB) {
+            nlen = n1 - nb < LLM_MATMUL_NB ? n1 - nb : LLM_MATMUL_NB;
+            KSUFFIX(pack_weights)(dt, w, nb, nlen, wp);
+            for (mb = mc; mb < M && mb < mc + mcl;
+                 mb += LLM_MATMUL_TMB)
+            {
                 const float  *xb = xp + (size_t) mb * K;
-                const float  *wb = wp + (size_t) p * K;
-                int           nr = nlen - p < TNR ? nlen - p : TNR;
 
-                switch (mv) {
-                case 1:
-                    KSUFFIX(tile_outer)(1, wb, K, xb, yb, ldy, nb + p, nr,
-                                        mlen);
-                    break;
+                mlen = M - mb < LLM_MATMUL_TMB ? M - mb : LLM_MATMUL_TMB;
+                mv = (mlen + VLEN - 1) / VLEN;
+                memset(cb, 0, sizeof(float) * (size_t) nlen * mv * VLEN
+                              + sizeof(float) * TNR * mv * VLEN);
+                for (k0 = 0; k0 < K; k0 = k1) {
+                    k1 = K - k0 < LLM_MATMUL_KC ? K : k0 + LLM_MATMUL_KC;
+                    for (p = 0; p < nlen; p += TNR) {
+                        const float  *wb = wp + (size_t) p * K;
+
+                        c = cb + (size_t) p * mv * VLEN;
+                        switch (mv) {
+                        case 1:
+                            KSUFFIX(tile_outer)(1, wb, K, xb, k0, k1, c);
+                            break;
 #if TMV >= 2
-                case 2:
-                    KSUFFIX(tile_outer)(2, wb, K, xb, yb, ldy, nb + p, nr,
-                                        mlen);
-                    break;
+                        case 2:
+                            KSUFFIX(tile_outer)(2, wb, K, xb, k0, k1, c);
+                            break;
 #endif
 #if TMV >= 4
-                case 3:
-                    KSUFFIX(tile_outer)(3, wb, K, xb, yb, ldy, nb + p, nr,
-                                        mlen);
-                    break;
-                case 4:
-                    KSUFFIX(tile_outer)(4, wb, K, xb, yb, ldy, nb + p, nr,
-                                        mlen);
-                    break;
+                        case 3:
+                            KSUFFIX(tile_outer)(3, wb, K, xb, k0, k1, c);
+                            break;
+                        case 4:
+                            KSUFFIX(tile_outer)(4, wb, K, xb, k0, k1, c);
+                            break;
 #endif
+                        }
+                    }
+                }
+                /* cb holds [row][token vectors]: write the real ones */
+                for (i = 0; i < nlen; i++) {
+                    for (j = 0; j < mv; j++) {
+                        for (l = 0; l < VLEN && j * VLEN + l < mlen; l++) {
+                            y[(size_t) (mb + j * VLEN + l) * ldy + nb + i] =
+                                cb[((size_t) i * mv + j) * VLEN + l];
+                        }
+                    }
                 }
             }
         }
