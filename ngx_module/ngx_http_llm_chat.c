@@ -8,9 +8,11 @@
  * rendered with the model's own chat template and tokenized.
  *
  * Rendering (event loop): chat.completion and chat.completion.chunk in
- * vLLM's key order.  Chunks follow vLLM's exclude_unset rules: the first
- * one carries the role and "prompt_token_ids": null, content chunks have
- * no stop_reason, the finishing chunk has one.
+ * vLLM's key order, one choice per sequence (n > 1: index 0 .. n-1).
+ * Chunks follow vLLM's exclude_unset rules: the first one of each choice
+ * carries the role and "prompt_token_ids": null (all of them before any
+ * content, as vLLM sends them), content chunks have no stop_reason, the
+ * finishing chunk of a choice has one.
  */
 
 
@@ -27,8 +29,6 @@ static ngx_int_t ngx_http_llm_chat_tools(ngx_http_llm_job_t *job,
     yajl_val tools);
 static ngx_int_t ngx_http_llm_chat_render(ngx_http_llm_job_t *job,
     yajl_val root, yajl_val messages, yajl_val tools);
-static void ngx_http_llm_chat_choice_tail(ngx_http_llm_json_t *j,
-    ngx_http_llm_ctx_t *ctx);
 
 
 void
@@ -79,13 +79,27 @@ ngx_http_llm_chat_parse(ngx_http_llm_job_t *job, yajl_val root)
         tools = NULL;
     }
 
+    (void) ngx_http_llm_chat_prompt(job, root, messages, tools);
+}
+
+
+/*
+ * The prompt of a list of messages (and tools): normalized, rendered with
+ * the model's template and tokenized, added to the job's prompts.  Also
+ * for /responses (its input made into messages) and /tokenize.
+ */
+
+ngx_int_t
+ngx_http_llm_chat_prompt(ngx_http_llm_job_t *job, yajl_val root,
+    yajl_val messages, yajl_val tools)
+{
     if (ngx_http_llm_chat_messages(job, messages) != NGX_OK
         || (tools && ngx_http_llm_chat_tools(job, tools) != NGX_OK))
     {
-        return;
+        return NGX_ERROR;
     }
 
-    (void) ngx_http_llm_chat_render(job, root, messages, tools);
+    return ngx_http_llm_chat_render(job, root, messages, tools);
 }
 
 
@@ -419,10 +433,7 @@ ngx_http_llm_chat_render(ngx_http_llm_job_t *job, yajl_val root,
         return NGX_ERROR;
     }
 
-    job->prompt = ids;
-    job->n_prompt = n;
-
-    return NGX_OK;
+    return ngx_http_llm_job_add_prompt(job, ids, n) ? NGX_OK : NGX_ERROR;
 }
 
 
@@ -431,40 +442,55 @@ ngx_http_llm_chat_render(ngx_http_llm_job_t *job, yajl_val root,
 ngx_int_t
 ngx_http_llm_chat_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
 {
+    ngx_uint_t           i;
+    ngx_http_llm_seq_t  *seq;
+
     static const char  object[] = "chat.completion.chunk";
 
-    if (!ctx->role_sent && ctx->finish != LLM_FINISH_ERROR) {
-        ctx->role_sent = 1;
+    /* vLLM sends the role of every choice first, in one go */
 
+    for (i = 0;
+         !ctx->role_sent && ctx->finish != LLM_FINISH_ERROR && i < ctx->n_seqs;
+         i++)
+    {
         ngx_http_llm_json_lit(j, "data: ");
         ngx_http_llm_chunk_head(j, ctx, object);
-        ngx_http_llm_json_lit(j, ",\"choices\":[{\"index\":0,\"delta\":"
-                              "{\"role\":\"assistant\",\"content\":\"\"},"
-                              "\"logprobs\":null,\"finish_reason\":null}]");
+        ngx_http_llm_json_lit(j, ",\"choices\":[{\"index\":");
+        ngx_http_llm_json_int(j, i);
+        ngx_http_llm_json_lit(j, ",\"delta\":{\"role\":\"assistant\","
+                              "\"content\":\"\"},\"logprobs\":null,"
+                              "\"finish_reason\":null}]");
 
         if (ctx->continuous_usage) {
             ngx_http_llm_json_lit(j, ",\"usage\":{\"prompt_tokens\":");
-            ngx_http_llm_json_int(j, ctx->stats.prompt_tokens);
+            ngx_http_llm_json_int(j, ctx->seqs[i].prompt->n);
             ngx_http_llm_json_lit(j, ",\"total_tokens\":");
-            ngx_http_llm_json_int(j, ctx->stats.prompt_tokens);
+            ngx_http_llm_json_int(j, ctx->seqs[i].prompt->n);
             ngx_http_llm_json_lit(j, ",\"completion_tokens\":0}");
         }
 
         ngx_http_llm_json_lit(j, ",\"prompt_token_ids\":null}\n\n");
     }
 
-    if (ctx->finish != LLM_FINISH_ERROR
-        && (ctx->text_len || ctx->new_ids || ctx->finish != LLM_FINISH_NONE))
-    {
+    ctx->role_sent = 1;
+
+    for (i = 0; ctx->finish != LLM_FINISH_ERROR && i < ctx->n_seqs; i++) {
+        seq = &ctx->seqs[i];
+
+        if (!seq->changed || seq->finish_sent) {
+            continue;
+        }
+
         ngx_http_llm_json_lit(j, "data: ");
         ngx_http_llm_chunk_head(j, ctx, object);
-        ngx_http_llm_json_lit(j, ",\"choices\":[{\"index\":0,\"delta\":"
-                              "{\"content\":");
-        ngx_http_llm_json_str(j, ctx->text, ctx->text_len);
+        ngx_http_llm_json_lit(j, ",\"choices\":[{\"index\":");
+        ngx_http_llm_json_int(j, seq->index);
+        ngx_http_llm_json_lit(j, ",\"delta\":{\"content\":");
+        ngx_http_llm_json_str(j, seq->text, seq->text_len);
         ngx_http_llm_json_lit(j, "},\"logprobs\":");
 
         if (ctx->job->logprobs >= 0) {
-            ngx_http_llm_logprobs_chat(j, ctx);
+            ngx_http_llm_logprobs_chat(j, seq);
 
         } else {
             ngx_http_llm_json_lit(j, "null");
@@ -472,23 +498,25 @@ ngx_http_llm_chat_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
 
         ngx_http_llm_json_lit(j, ",\"finish_reason\":");
 
-        if (ctx->finish == LLM_FINISH_NONE) {
+        if (seq->finish == LLM_FINISH_NONE) {
             ngx_http_llm_json_lit(j, "null");
 
         } else {
-            ngx_http_llm_json_cstr(j, llm_finish_reason_str(ctx->finish));
+            ngx_http_llm_json_cstr(j, llm_finish_reason_str(seq->finish));
             ngx_http_llm_json_lit(j, ",\"stop_reason\":");
-            ngx_http_llm_stop_reason(j, ctx);
+            ngx_http_llm_stop_reason(j, seq);
         }
 
         ngx_http_llm_json_lit(j, ",\"token_ids\":null}]");
 
         if (ctx->continuous_usage) {
             ngx_http_llm_json_lit(j, ",\"usage\":");
-            (void) ngx_http_llm_usage_json(j, ctx, 0);
+            ngx_http_llm_usage_seq_json(j, seq);
         }
 
         ngx_http_llm_json_lit(j, "}\n\n");
+
+        ngx_http_llm_seq_written(seq);
     }
 
     if (ctx->finish != LLM_FINISH_NONE) {
@@ -502,51 +530,51 @@ ngx_http_llm_chat_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
 ngx_int_t
 ngx_http_llm_chat_body(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
 {
+    ngx_uint_t           i;
+    ngx_http_llm_seq_t  *seq;
+
     ngx_http_llm_chunk_head(j, ctx, "chat.completion");
+    ngx_http_llm_json_lit(j, ",\"choices\":[");
 
-    ngx_http_llm_json_lit(j, ",\"choices\":[{\"index\":0,\"message\":"
-                          "{\"role\":\"assistant\",\"content\":");
-    ngx_http_llm_json_str(j, ctx->text, ctx->text_len);
-    ngx_http_llm_json_lit(j, ",\"refusal\":null,\"annotations\":null,"
-                          "\"audio\":null,\"function_call\":null,"
-                          "\"tool_calls\":[],\"reasoning\":null},"
-                          "\"logprobs\":");
+    for (i = 0; i < ctx->n_seqs; i++) {
+        seq = &ctx->seqs[i];
 
-    if (ctx->job->logprobs >= 0) {
-        ngx_http_llm_logprobs_chat(j, ctx);
+        if (i) {
+            ngx_http_llm_json_lit(j, ",");
+        }
 
-    } else {
-        ngx_http_llm_json_lit(j, "null");
+        ngx_http_llm_json_lit(j, "{\"index\":");
+        ngx_http_llm_json_int(j, seq->index);
+        ngx_http_llm_json_lit(j, ",\"message\":{\"role\":\"assistant\","
+                              "\"content\":");
+        ngx_http_llm_json_str(j, seq->text, seq->text_len);
+        ngx_http_llm_json_lit(j, ",\"refusal\":null,\"annotations\":null,"
+                              "\"audio\":null,\"function_call\":null,"
+                              "\"tool_calls\":[],\"reasoning\":null},"
+                              "\"logprobs\":");
+
+        if (ctx->job->logprobs >= 0) {
+            ngx_http_llm_logprobs_chat(j, seq);
+
+        } else {
+            ngx_http_llm_json_lit(j, "null");
+        }
+
+        ngx_http_llm_json_lit(j, ",\"finish_reason\":");
+        ngx_http_llm_json_cstr(j, llm_finish_reason_str(seq->finish));
+        ngx_http_llm_json_lit(j, ",\"stop_reason\":");
+        ngx_http_llm_stop_reason(j, seq);
+        ngx_http_llm_json_lit(j, ",\"token_ids\":null}");
     }
 
-    ngx_http_llm_chat_choice_tail(j, ctx);
-
-    ngx_http_llm_json_lit(j, ",\"service_tier\":null,"
+    ngx_http_llm_json_lit(j, "],\"service_tier\":null,"
                           "\"system_fingerprint\":null,\"usage\":");
-    (void) ngx_http_llm_usage_json(j, ctx, 1);
+    (void) ngx_http_llm_usage_json(j, ctx, NGX_HTTP_LLM_USAGE_BODY);
     ngx_http_llm_json_lit(j, ",\"prompt_logprobs\":null,"
                           "\"prompt_token_ids\":null,"
                           "\"kv_transfer_params\":null,\"metrics\":");
-
-    if (ctx->metrics) {
-        (void) ngx_http_llm_metrics_json(j, &ctx->stats, 0);
-
-    } else {
-        ngx_http_llm_json_lit(j, "null");
-    }
-
+    ngx_http_llm_metrics_body(j, ctx);
     ngx_http_llm_json_lit(j, "}");
 
     return j->failed ? NGX_ERROR : NGX_OK;
-}
-
-
-static void
-ngx_http_llm_chat_choice_tail(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx)
-{
-    ngx_http_llm_json_lit(j, ",\"finish_reason\":");
-    ngx_http_llm_json_cstr(j, llm_finish_reason_str(ctx->finish));
-    ngx_http_llm_json_lit(j, ",\"stop_reason\":");
-    ngx_http_llm_stop_reason(j, ctx);
-    ngx_http_llm_json_lit(j, ",\"token_ids\":null}]");
 }

@@ -2,33 +2,38 @@
 /*
  * ngx_http_llm_completions.c -- POST .../completions.
  *
- * One prompt per request: a string, a list with one string, a list of
- * token ids, or a list with one list of ids.  Several prompts answer 400
- * until the engine runs them as one request (their metrics would then be
- * null, as in vLLM).  Stream chunks are dumped with every field (vLLM:
- * exclude_unset=False), so they carry "usage": null.
+ * The prompt is a string, a list of strings, a list of token ids or a list
+ * of lists of ids: one prompt or several.  Each prompt runs n sequences;
+ * choice i of prompt p has index p * n + i (vLLM's numbering), usage counts
+ * every prompt once and every sequence's tokens, and the metrics object is
+ * null unless there is exactly one sequence.  Stream chunks are dumped with
+ * every field (vLLM: exclude_unset=False), so they carry "usage": null.
  */
 
 
 #include "ngx_http_llm_module.h"
 
 
+static ngx_int_t ngx_http_llm_completions_prompt(ngx_http_llm_job_t *job,
+    yajl_val root, yajl_val v, ngx_uint_t index, ngx_uint_t list);
 static ngx_int_t ngx_http_llm_completions_ids(ngx_http_llm_job_t *job,
-    yajl_val list);
+    yajl_val list, ngx_uint_t index, ngx_uint_t nested);
 static ngx_int_t ngx_http_llm_completions_text(ngx_http_llm_job_t *job,
     yajl_val root, const char *text);
 static ngx_int_t ngx_http_llm_completions_echo(ngx_http_llm_job_t *job,
-    const char *text, size_t len);
+    ngx_http_llm_prompt_t *p, const char *text, size_t len);
+static void ngx_http_llm_completions_choice(ngx_http_llm_json_t *j,
+    ngx_http_llm_seq_t *seq, ngx_uint_t stream);
 static void ngx_http_llm_completions_text_json(ngx_http_llm_json_t *j,
-    ngx_http_llm_ctx_t *ctx);
+    ngx_http_llm_seq_t *seq);
 
 
 void
 ngx_http_llm_completions_parse(ngx_http_llm_job_t *job, yajl_val root)
 {
-    char      *text;
-    size_t     len;
-    yajl_val   prompt, first, v;
+    char       *text;
+    size_t      i, len;
+    yajl_val    prompt, first, v;
 
     v = ngx_http_llm_json_get(root, "suffix");
 
@@ -46,6 +51,20 @@ ngx_http_llm_completions_parse(ngx_http_llm_job_t *job, yajl_val root)
         return;
     }
 
+    /*
+     * vLLM answers echo with logprobs with the prompt's logprobs too;
+     * the engine does not compute prompt logprobs, so the pair is refused
+     * instead of answered with offsets that skip the prompt.
+     */
+
+    if (job->echo_requested && job->logprobs >= 0) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "echo",
+                               "`echo` with `logprobs` needs the prompt's "
+                               "logprobs, which are not supported: drop "
+                               "one of them");
+        return;
+    }
+
     prompt = ngx_http_llm_json_get(root, "prompt");
 
     if (prompt == NULL || YAJL_IS_NULL(prompt)
@@ -58,77 +77,108 @@ ngx_http_llm_completions_parse(ngx_http_llm_job_t *job, yajl_val root)
         return;
     }
 
-    if (YAJL_IS_STRING(prompt)) {
-        (void) ngx_http_llm_completions_text(job, root, prompt->u.string);
-        goto done;
-    }
-
-    if (!YAJL_IS_ARRAY(prompt)) {
+    if (!YAJL_IS_STRING(prompt) && !YAJL_IS_ARRAY(prompt)) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt",
                                "`prompt` must be a string, a list of "
-                               "strings or a list of token ids, got %s",
+                               "strings, a list of token ids or a list of "
+                               "lists of token ids, got %s",
                                ngx_http_llm_json_type(prompt));
         return;
     }
 
-    first = prompt->u.array.values[0];
+    first = YAJL_IS_ARRAY(prompt) ? prompt->u.array.values[0] : NULL;
 
-    if (YAJL_IS_NUMBER(first)) {
-        (void) ngx_http_llm_completions_ids(job, prompt);
-        goto done;
+    if (YAJL_IS_STRING(prompt) || YAJL_IS_NUMBER(first)) {
+        /* one prompt: a string, or a list of token ids */
+        if (ngx_http_llm_completions_prompt(job, root, prompt, 0, 0)
+            != NGX_OK)
+        {
+            return;
+        }
+
+    } else {
+        for (i = 0; i < prompt->u.array.len; i++) {
+            if (ngx_http_llm_completions_prompt(job, root,
+                                                prompt->u.array.values[i], i,
+                                                1)
+                != NGX_OK)
+            {
+                return;
+            }
+        }
     }
 
-    if (prompt->u.array.len > 1) {
-        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt",
-                               "%uz prompts in one request: only one prompt "
-                               "per request is supported yet",
-                               prompt->u.array.len);
-        return;
-    }
-
-    if (YAJL_IS_STRING(first) && first->u.string[0]) {
-        (void) ngx_http_llm_completions_text(job, root, first->u.string);
-        goto done;
-    }
-
-    if (YAJL_IS_ARRAY(first) && first->u.array.len) {
-        (void) ngx_http_llm_completions_ids(job, first);
-        goto done;
-    }
-
-    ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt",
-                           "`prompt` must be a non-empty string, a list of "
-                           "strings or a list of token ids");
-    return;
-
-done:
-
-    if (job->status || !job->echo_requested || job->echo) {
+    if (!job->echo_requested) {
         return;
     }
 
     /* echo of a token-id prompt: its text */
-    text = llm_tokenizer_decode(llm_model_tokenizer(job->model), job->prompt,
-                                job->n_prompt, 1, &len);
-    if (text) {
-        (void) ngx_http_llm_completions_echo(job, text, len);
+
+    for (i = 0; i < job->n_prompts; i++) {
+        if (job->prompts[i].echo) {
+            continue;
+        }
+
+        text = llm_tokenizer_decode(llm_model_tokenizer(job->model),
+                                    job->prompts[i].ids,
+                                    job->prompts[i].n, 1, &len);
+        if (text == NULL) {
+            ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
+                                   "out of memory");
+            return;
+        }
+
+        (void) ngx_http_llm_completions_echo(job, &job->prompts[i], text,
+                                             len);
         free(text);
     }
 }
 
 
+/* one prompt; list: it is an element of the list of prompts */
+
 static ngx_int_t
-ngx_http_llm_completions_ids(ngx_http_llm_job_t *job, yajl_val list)
+ngx_http_llm_completions_prompt(ngx_http_llm_job_t *job, yajl_val root,
+    yajl_val v, ngx_uint_t index, ngx_uint_t list)
+{
+    if (YAJL_IS_STRING(v)) {
+        if (v->u.string[0] == '\0') {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt",
+                                   "prompt[%ui] is empty: every prompt "
+                                   "needs at least one character", index);
+            return NGX_ERROR;
+        }
+
+        return ngx_http_llm_completions_text(job, root, v->u.string);
+    }
+
+    if (YAJL_IS_ARRAY(v) && v->u.array.len) {
+        return ngx_http_llm_completions_ids(job, v, index, list);
+    }
+
+    ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt",
+                           "prompt[%ui] must be a non-empty string or a "
+                           "non-empty list of token ids, got %s", index,
+                           YAJL_IS_ARRAY(v) ? "an empty list"
+                                            : ngx_http_llm_json_type(v));
+    return NGX_ERROR;
+}
+
+
+static ngx_int_t
+ngx_http_llm_completions_ids(ngx_http_llm_job_t *job, yajl_val list,
+    ngx_uint_t index, ngx_uint_t nested)
 {
     int        vocab;
     size_t     i, n;
+    int32_t   *ids;
     yajl_val   v;
 
     n = list->u.array.len;
     vocab = llm_model_vocab_size(job->model);
 
-    job->prompt = malloc(n * sizeof(int32_t));
-    if (job->prompt == NULL) {
+    ids = malloc(n * sizeof(int32_t));
+    if (ids == NULL) {
         ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
                                "out of memory");
         return NGX_ERROR;
@@ -138,25 +188,35 @@ ngx_http_llm_completions_ids(ngx_http_llm_job_t *job, yajl_val list)
         v = list->u.array.values[i];
 
         if (!YAJL_IS_INTEGER(v)) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt",
-                                   "prompt[%uz] must be a token id, got %s",
-                                   i, ngx_http_llm_json_type(v));
+            free(ids);
+
+            if (nested) {
+                ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt",
+                                       "prompt[%ui][%uz] must be a token id, "
+                                       "got %s", index, i,
+                                       ngx_http_llm_json_type(v));
+            } else {
+                ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt",
+                                       "prompt[%uz] must be a token id, got "
+                                       "%s", i, ngx_http_llm_json_type(v));
+            }
+
             return NGX_ERROR;
         }
 
         if (YAJL_GET_INTEGER(v) < 0 || YAJL_GET_INTEGER(v) >= vocab) {
+            free(ids);
             ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt",
                                    "Token id %L is out of vocabulary "
                                    "(size %d)", YAJL_GET_INTEGER(v), vocab);
             return NGX_ERROR;
         }
 
-        job->prompt[i] = (int32_t) YAJL_GET_INTEGER(v);
+        ids[i] = (int32_t) YAJL_GET_INTEGER(v);
     }
 
-    job->n_prompt = (int) n;
-
-    return NGX_OK;
+    return ngx_http_llm_job_add_prompt(job, ids, (int) n) ? NGX_OK
+                                                          : NGX_ERROR;
 }
 
 
@@ -164,11 +224,12 @@ static ngx_int_t
 ngx_http_llm_completions_text(ngx_http_llm_job_t *job, yajl_val root,
     const char *text)
 {
-    int         n;
-    char        err[LLM_ERR_LEN];
-    size_t      len;
-    yajl_val    v;
-    int32_t    *ids;
+    int                     n;
+    char                    err[LLM_ERR_LEN];
+    size_t                  len;
+    int32_t                *ids;
+    yajl_val                v;
+    ngx_http_llm_prompt_t  *p;
 
     len = ngx_strlen(text);
 
@@ -184,11 +245,13 @@ ngx_http_llm_completions_text(ngx_http_llm_job_t *job, yajl_val root,
         return NGX_ERROR;
     }
 
-    job->prompt = ids;
-    job->n_prompt = n;
+    p = ngx_http_llm_job_add_prompt(job, ids, n);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
 
     if (job->echo_requested) {
-        return ngx_http_llm_completions_echo(job, text, len);
+        return ngx_http_llm_completions_echo(job, p, text, len);
     }
 
     return NGX_OK;
@@ -196,19 +259,19 @@ ngx_http_llm_completions_text(ngx_http_llm_job_t *job, yajl_val root,
 
 
 static ngx_int_t
-ngx_http_llm_completions_echo(ngx_http_llm_job_t *job, const char *text,
-    size_t len)
+ngx_http_llm_completions_echo(ngx_http_llm_job_t *job,
+    ngx_http_llm_prompt_t *p, const char *text, size_t len)
 {
-    job->echo = malloc(len + 1);
-    if (job->echo == NULL) {
+    p->echo = malloc(len + 1);
+    if (p->echo == NULL) {
         ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
                                "out of memory");
         return NGX_ERROR;
     }
 
-    ngx_memcpy(job->echo, text, len);
-    job->echo[len] = '\0';
-    job->echo_len = len;
+    ngx_memcpy(p->echo, text, len);
+    p->echo[len] = '\0';
+    p->echo_len = len;
 
     return NGX_OK;
 }
@@ -220,46 +283,34 @@ ngx_int_t
 ngx_http_llm_completions_chunk(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_json_t *j)
 {
+    ngx_uint_t           i;
+    ngx_http_llm_seq_t  *seq;
+
     static const char  object[] = "text_completion";
 
-    if (ctx->finish != LLM_FINISH_ERROR
-        && (ctx->text_len || ctx->new_ids || ctx->finish != LLM_FINISH_NONE))
-    {
+    for (i = 0; ctx->finish != LLM_FINISH_ERROR && i < ctx->n_seqs; i++) {
+        seq = &ctx->seqs[i];
+
+        if (!seq->changed || seq->finish_sent) {
+            continue;
+        }
+
         ngx_http_llm_json_lit(j, "data: ");
         ngx_http_llm_chunk_head(j, ctx, object);
-        ngx_http_llm_json_lit(j, ",\"choices\":[{\"index\":0,\"text\":");
-        ngx_http_llm_completions_text_json(j, ctx);
-        ngx_http_llm_json_lit(j, ",\"logprobs\":");
-
-        if (ctx->job->logprobs >= 0) {
-            ngx_http_llm_logprobs_completions(j, ctx);
-
-        } else {
-            ngx_http_llm_json_lit(j, "null");
-        }
-
-        ngx_http_llm_json_lit(j, ",\"finish_reason\":");
-
-        if (ctx->finish == LLM_FINISH_NONE) {
-            ngx_http_llm_json_lit(j, "null");
-
-        } else {
-            ngx_http_llm_json_cstr(j, llm_finish_reason_str(ctx->finish));
-        }
-
-        ngx_http_llm_json_lit(j, ",\"stop_reason\":");
-        ngx_http_llm_stop_reason(j, ctx);
-        ngx_http_llm_json_lit(j, ",\"prompt_token_ids\":null,"
-                              "\"token_ids\":null}],\"usage\":");
+        ngx_http_llm_json_lit(j, ",\"choices\":[");
+        ngx_http_llm_completions_choice(j, seq, 1);
+        ngx_http_llm_json_lit(j, "],\"usage\":");
 
         if (ctx->continuous_usage) {
-            (void) ngx_http_llm_usage_json(j, ctx, 0);
+            ngx_http_llm_usage_seq_json(j, seq);
 
         } else {
             ngx_http_llm_json_lit(j, "null");
         }
 
         ngx_http_llm_json_lit(j, "}\n\n");
+
+        ngx_http_llm_seq_written(seq);
     }
 
     if (ctx->finish != LLM_FINISH_NONE) {
@@ -273,40 +324,70 @@ ngx_http_llm_completions_chunk(ngx_http_llm_ctx_t *ctx,
 ngx_int_t
 ngx_http_llm_completions_body(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
 {
-    ngx_http_llm_chunk_head(j, ctx, "text_completion");
+    ngx_uint_t  i;
 
-    ngx_http_llm_json_lit(j, ",\"choices\":[{\"index\":0,\"text\":");
-    ngx_http_llm_completions_text_json(j, ctx);
+    ngx_http_llm_chunk_head(j, ctx, "text_completion");
+    ngx_http_llm_json_lit(j, ",\"choices\":[");
+
+    for (i = 0; i < ctx->n_seqs; i++) {
+        if (i) {
+            ngx_http_llm_json_lit(j, ",");
+        }
+
+        ngx_http_llm_completions_choice(j, &ctx->seqs[i], 0);
+    }
+
+    ngx_http_llm_json_lit(j, "],\"service_tier\":null,"
+                          "\"system_fingerprint\":null,\"usage\":");
+    (void) ngx_http_llm_usage_json(j, ctx, NGX_HTTP_LLM_USAGE_BODY);
+    ngx_http_llm_json_lit(j, ",\"kv_transfer_params\":null,\"metrics\":");
+    ngx_http_llm_metrics_body(j, ctx);
+    ngx_http_llm_json_lit(j, "}");
+
+    return j->failed ? NGX_ERROR : NGX_OK;
+}
+
+
+/* a choice in vLLM's key order: chunks and bodies order them differently */
+
+static void
+ngx_http_llm_completions_choice(ngx_http_llm_json_t *j,
+    ngx_http_llm_seq_t *seq, ngx_uint_t stream)
+{
+    ngx_http_llm_json_lit(j, "{\"index\":");
+    ngx_http_llm_json_int(j, seq->index);
+    ngx_http_llm_json_lit(j, ",\"text\":");
+    ngx_http_llm_completions_text_json(j, seq);
     ngx_http_llm_json_lit(j, ",\"logprobs\":");
 
-    if (ctx->job->logprobs >= 0) {
-        ngx_http_llm_logprobs_completions(j, ctx);
+    if (seq->ctx->job->logprobs >= 0) {
+        ngx_http_llm_logprobs_completions(j, seq);
 
     } else {
         ngx_http_llm_json_lit(j, "null");
     }
 
     ngx_http_llm_json_lit(j, ",\"finish_reason\":");
-    ngx_http_llm_json_cstr(j, llm_finish_reason_str(ctx->finish));
-    ngx_http_llm_json_lit(j, ",\"stop_reason\":");
-    ngx_http_llm_stop_reason(j, ctx);
-    ngx_http_llm_json_lit(j, ",\"token_ids\":null,\"prompt_logprobs\":null,"
-                          "\"prompt_token_ids\":null}],"
-                          "\"service_tier\":null,"
-                          "\"system_fingerprint\":null,\"usage\":");
-    (void) ngx_http_llm_usage_json(j, ctx, 1);
-    ngx_http_llm_json_lit(j, ",\"kv_transfer_params\":null,\"metrics\":");
 
-    if (ctx->metrics) {
-        (void) ngx_http_llm_metrics_json(j, &ctx->stats, 0);
+    if (seq->finish == LLM_FINISH_NONE) {
+        ngx_http_llm_json_lit(j, "null");
 
     } else {
-        ngx_http_llm_json_lit(j, "null");
+        ngx_http_llm_json_cstr(j, llm_finish_reason_str(seq->finish));
     }
 
-    ngx_http_llm_json_lit(j, "}");
+    ngx_http_llm_json_lit(j, ",\"stop_reason\":");
+    ngx_http_llm_stop_reason(j, seq);
 
-    return j->failed ? NGX_ERROR : NGX_OK;
+    if (stream) {
+        ngx_http_llm_json_lit(j, ",\"prompt_token_ids\":null,"
+                              "\"token_ids\":null}");
+
+    } else {
+        ngx_http_llm_json_lit(j, ",\"token_ids\":null,"
+                              "\"prompt_logprobs\":null,"
+                              "\"prompt_token_ids\":null}");
+    }
 }
 
 
@@ -318,30 +399,30 @@ ngx_http_llm_completions_body(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
 
 static void
 ngx_http_llm_completions_text_json(ngx_http_llm_json_t *j,
-    ngx_http_llm_ctx_t *ctx)
+    ngx_http_llm_seq_t *seq)
 {
-    u_char              *p;
-    size_t               len;
-    ngx_http_llm_job_t  *job;
+    u_char                 *p;
+    size_t                  len;
+    ngx_http_llm_prompt_t  *prompt;
 
-    job = ctx->job;
-    len = job->echo_only ? 0 : ctx->text_len;
+    prompt = seq->prompt;
+    len = seq->ctx->job->echo_only ? 0 : seq->text_len;
 
-    if (job->echo == NULL || ctx->echoed) {
-        ngx_http_llm_json_str(j, ctx->text, len);
+    if (prompt->echo == NULL || seq->echoed) {
+        ngx_http_llm_json_str(j, seq->text, len);
         return;
     }
 
-    ctx->echoed = 1;
+    seq->echoed = 1;
 
-    p = ngx_pnalloc(ctx->request->pool, job->echo_len + len);
+    p = ngx_pnalloc(seq->ctx->request->pool, prompt->echo_len + len);
     if (p == NULL) {
         j->failed = 1;
         return;
     }
 
-    ngx_memcpy(p, job->echo, job->echo_len);
-    ngx_memcpy(p + job->echo_len, ctx->text, len);
+    ngx_memcpy(p, prompt->echo, prompt->echo_len);
+    ngx_memcpy(p + prompt->echo_len, seq->text, len);
 
-    ngx_http_llm_json_str(j, p, job->echo_len + len);
+    ngx_http_llm_json_str(j, p, prompt->echo_len + len);
 }

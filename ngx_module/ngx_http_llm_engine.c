@@ -40,7 +40,11 @@ static void ngx_http_llm_notify_handler(ngx_event_t *rev);
 static void ngx_http_llm_loaded(ngx_log_t *log);
 static void ngx_http_llm_drain_output(llm_request *lr, const llm_output *out,
     void *data);
-static ngx_int_t ngx_http_llm_append(ngx_http_llm_ctx_t *ctx,
+static ngx_int_t ngx_http_llm_seq_create(ngx_http_request_t *r,
+    ngx_http_llm_seq_t *seq);
+static void ngx_http_llm_ctx_stats(ngx_http_llm_ctx_t *ctx);
+static void ngx_http_llm_earliest(double *t, double v);
+static ngx_int_t ngx_http_llm_append(ngx_http_llm_seq_t *seq,
     const llm_output *out);
 
 
@@ -322,32 +326,112 @@ ngx_http_llm_engine_unavailable(ngx_http_request_t *r)
 ngx_int_t
 ngx_http_llm_engine_submit(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 {
-    char                    err[LLM_ERR_LEN];
-    llm_request            *lr;
+    ngx_int_t               rc;
+    ngx_uint_t              i, k;
     ngx_http_llm_job_t     *job;
-    ngx_http_llm_worker_t  *w = &ngx_http_llm_worker;
+    ngx_http_llm_seq_t     *seq;
 
     job = ctx->job;
 
+    ctx->n_seqs = job->n_prompts * job->n;
+    ctx->seqs = ngx_pcalloc(r->pool,
+                            ctx->n_seqs * sizeof(ngx_http_llm_seq_t));
+    if (ctx->seqs == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    for (i = 0; i < ctx->n_seqs; i++) {
+        seq = &ctx->seqs[i];
+        seq->ctx = ctx;
+        seq->index = i;
+        seq->prompt = &job->prompts[i / job->n];
+        seq->leader = (i % job->n == 0);
+        seq->stop_token = -1;
+        seq->stats.prompt_tokens = seq->prompt->n;
+    }
+
+    /* every sequence is created (and so validated) before any runs */
+
+    for (i = 0; i < ctx->n_seqs; i++) {
+        rc = ngx_http_llm_seq_create(r, &ctx->seqs[i]);
+        if (rc != NGX_OK) {
+            ngx_http_llm_engine_release(ctx);
+            ctx->n_seqs = 0;
+            return rc;
+        }
+    }
+
+    /*
+     * Parallel sampling: the other samples of a prompt follow its first,
+     * which computes the prompt's blocks once for all of them.
+     */
+
+    ctx->submitted = 1;
+
+    for (i = 0; i < ctx->n_seqs; i++) {
+        seq = &ctx->seqs[i];
+        k = i - i % job->n;
+
+        if (seq->leader) {
+            rc = llm_engine_submit(ngx_http_llm_worker.engine, seq->lreq);
+
+        } else {
+            rc = llm_engine_submit_shared(ngx_http_llm_worker.engine,
+                                          seq->lreq, ctx->seqs[k].lreq);
+        }
+
+        if (rc != 0) {
+            ngx_http_llm_engine_release(ctx);
+            ctx->submitted = 0;
+            ctx->n_seqs = 0;
+            return ngx_http_llm_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                           NULL, NULL, "the engine refused "
+                                           "the request");
+        }
+    }
+
+    ngx_http_llm_ctx_stats(ctx);
+
+    return NGX_OK;
+}
+
+
+/*
+ * The engine request of one sequence: its prompt, and the request's
+ * parameters with vLLM's per-sample seed (seed + sample index, so that
+ * seeded samples differ and repeat) and its place among the n.
+ */
+
+static ngx_int_t
+ngx_http_llm_seq_create(ngx_http_request_t *r, ngx_http_llm_seq_t *seq)
+{
+    char                  err[LLM_ERR_LEN];
+    ngx_uint_t            sample;
+    llm_request          *lr;
+    ngx_http_llm_job_t   *job;
+    llm_sampling_params   sp;
+
+    job = seq->ctx->job;
+    sample = seq->index % job->n;
+
+    sp = job->sp;
+    sp.n = (int) job->n;
+    sp.seq_index = (int) sample;
+    sp.seed += sample;
+
+    /* the engine caps it to what fits each prompt */
+    sp.max_tokens = job->max_tokens < 0 ? 0 : job->max_tokens;
+
     err[0] = '\0';
-    lr = llm_request_create(w->engine, job->prompt, job->n_prompt, &job->sp,
-                            err);
+    lr = llm_request_create(ngx_http_llm_worker.engine, seq->prompt->ids,
+                            seq->prompt->n, &sp, err);
     if (lr == NULL) {
         return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST, NULL, NULL,
                                        "%s", err[0] ? err : "invalid request");
     }
 
-    llm_request_set_data(lr, ctx);
-
-    if (llm_engine_submit(w->engine, lr) != 0) {
-        llm_request_release(lr);
-        return ngx_http_llm_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE, NULL,
-                                       NULL, "the engine refused the request");
-    }
-
-    ctx->lreq = lr;
-    ctx->submitted = 1;
-    ctx->stats.prompt_tokens = job->n_prompt;
+    llm_request_set_data(lr, seq);
+    seq->lreq = lr;
 
     return NGX_OK;
 }
@@ -355,13 +439,15 @@ ngx_http_llm_engine_submit(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 
 /*
  * The request is done with the engine: finished, failed, or its client went
- * away.  A request the engine still runs is cancelled, which frees its KV
- * cache at the engine's next step.
+ * away.  Sequences the engine still runs are cancelled, which frees their
+ * KV cache at the engine's next step.
  */
 
 void
 ngx_http_llm_engine_release(ngx_http_llm_ctx_t *ctx)
 {
+    ngx_uint_t              i;
+    ngx_http_llm_seq_t     *seq;
     ngx_http_llm_worker_t  *w = &ngx_http_llm_worker;
 
     if (ctx->queued) {
@@ -369,23 +455,32 @@ ngx_http_llm_engine_release(ngx_http_llm_ctx_t *ctx)
         ctx->queued = 0;
     }
 
-    if (ctx->lreq == NULL) {
-        return;
+    for (i = 0; i < ctx->n_seqs; i++) {
+        seq = &ctx->seqs[i];
+
+        if (seq->lreq == NULL) {
+            continue;
+        }
+
+        llm_request_set_data(seq->lreq, NULL);
+
+        if (!seq->engine_done && ctx->submitted) {
+            llm_engine_cancel(w->engine, seq->lreq);
+        }
+
+        if (seq->finish == LLM_FINISH_NONE && ctx->submitted) {
+            /* the access log bills what was generated until now */
+            seq->finish = LLM_FINISH_ABORT;
+        }
+
+        llm_request_release(seq->lreq);
+        seq->lreq = NULL;
     }
 
-    llm_request_set_data(ctx->lreq, NULL);
-
-    if (!ctx->engine_done) {
-        llm_engine_cancel(w->engine, ctx->lreq);
-    }
-
-    if (ctx->finish == LLM_FINISH_NONE) {
-        /* the access log bills what was generated until now */
+    if (ctx->submitted && ctx->finish == LLM_FINISH_NONE) {
+        ngx_http_llm_ctx_stats(ctx);
         ctx->finish = LLM_FINISH_ABORT;
     }
-
-    llm_request_release(ctx->lreq);
-    ctx->lreq = NULL;
 }
 
 
@@ -397,24 +492,35 @@ ngx_http_llm_drain_output(llm_request *lr, const llm_output *out, void *data)
     ngx_http_llm_worker_t  *w = data;
 
     ngx_http_llm_ctx_t  *ctx;
+    ngx_http_llm_seq_t  *seq;
 
-    ctx = llm_request_data(lr);
+    seq = llm_request_data(lr);
 
-    if (ctx == NULL) {
+    if (seq == NULL) {
         return;     /* the request is gone; the engine finishes it as abort */
     }
 
-    if (ngx_http_llm_append(ctx, out) != NGX_OK) {
+    ctx = seq->ctx;
+
+    if (ngx_http_llm_append(seq, out) != NGX_OK) {
         /* out of memory: delivery ends the request with an error */
         ctx->failed = 1;
     }
 
-    if (out->finish_reason != LLM_FINISH_NONE) {
-        ctx->finish = out->finish_reason;
-        ctx->engine_done = 1;
+    seq->stats = out->stats;
+    seq->changed = 1;
+
+    if (out->finish_reason != LLM_FINISH_NONE && !seq->engine_done) {
+        seq->finish = out->finish_reason;
+        seq->engine_done = 1;
+        ctx->n_done++;
     }
 
-    ctx->stats = out->stats;
+    ngx_http_llm_ctx_stats(ctx);
+
+    if (seq->finish == LLM_FINISH_ERROR) {
+        ctx->finish = LLM_FINISH_ERROR;     /* the whole request fails */
+    }
 
     if (!ctx->queued) {
         ngx_queue_insert_tail(&w->ready, &ctx->queue);
@@ -423,18 +529,103 @@ ngx_http_llm_drain_output(llm_request *lr, const llm_output *out, void *data)
 }
 
 
+/*
+ * ctx->stats and ctx->finish from the sequences (module.h): one sequence's
+ * record as it is; several summed, prompt tokens once per prompt, the
+ * timestamps spanning them all.  The request finishes with its last
+ * sequence, with the worst reason: error, abort, length, stop.
+ */
+
+static void
+ngx_http_llm_ctx_stats(ngx_http_llm_ctx_t *ctx)
+{
+    ngx_uint_t                i;
+    llm_finish_reason         finish;
+    llm_request_stats        *t;
+    const llm_request_stats  *s;
+
+    static const ngx_uint_t  worse[] = {
+        0,          /* LLM_FINISH_NONE */
+        1,          /* LLM_FINISH_STOP */
+        2,          /* LLM_FINISH_LENGTH */
+        3,          /* LLM_FINISH_ABORT */
+        4           /* LLM_FINISH_ERROR */
+    };
+
+    t = &ctx->stats;
+
+    if (ctx->n_seqs == 1) {
+        *t = ctx->seqs[0].stats;
+
+    } else {
+        ngx_memzero(t, sizeof(llm_request_stats));
+
+        for (i = 0; i < ctx->n_seqs; i++) {
+            s = &ctx->seqs[i].stats;
+
+            if (ctx->seqs[i].leader) {
+                t->prompt_tokens += s->prompt_tokens;
+                t->cached_tokens += s->cached_tokens;
+            }
+
+            t->completion_tokens += s->completion_tokens;
+            t->num_preemptions += s->num_preemptions;
+            t->max_tokens += s->max_tokens;
+            t->num_spec_tokens = s->num_spec_tokens;
+            t->num_spec_steps += s->num_spec_steps;
+            t->num_draft_tokens += s->num_draft_tokens;
+            t->num_accepted_tokens += s->num_accepted_tokens;
+
+            ngx_http_llm_earliest(&t->arrival, s->arrival);
+            ngx_http_llm_earliest(&t->queued, s->queued);
+            ngx_http_llm_earliest(&t->scheduled, s->scheduled);
+            ngx_http_llm_earliest(&t->first_token, s->first_token);
+            t->last_token = ngx_max(t->last_token, s->last_token);
+            t->finished = ngx_max(t->finished, s->finished);
+        }
+    }
+
+    if (ctx->n_done < ctx->n_seqs) {
+        return;
+    }
+
+    finish = LLM_FINISH_NONE;
+
+    for (i = 0; i < ctx->n_seqs; i++) {
+        if (worse[ctx->seqs[i].finish] > worse[finish]) {
+            finish = ctx->seqs[i].finish;
+        }
+    }
+
+    ctx->finish = finish;
+}
+
+
+/* the earliest of two timestamps, 0 meaning unset */
+
+static void
+ngx_http_llm_earliest(double *t, double v)
+{
+    if (v > 0 && (*t == 0 || v < *t)) {
+        *t = v;
+    }
+}
+
+
 static ngx_int_t
-ngx_http_llm_append(ngx_http_llm_ctx_t *ctx, const llm_output *out)
+ngx_http_llm_append(ngx_http_llm_seq_t *seq, const llm_output *out)
 {
     size_t               size;
     u_char              *p;
     ngx_pool_t          *pool;
     llm_token_logprob   *lp;
+    ngx_http_llm_ctx_t  *ctx;
 
+    ctx = seq->ctx;
     pool = ctx->request->pool;
 
-    if (ctx->text_len + out->text_len > ctx->text_cap) {
-        size = ngx_max(ctx->text_cap * 2, ctx->text_len + out->text_len);
+    if (seq->text_len + out->text_len > seq->text_cap) {
+        size = ngx_max(seq->text_cap * 2, seq->text_len + out->text_len);
         size = ngx_max(size, 256);
 
         p = ngx_pnalloc(pool, size);
@@ -442,39 +633,39 @@ ngx_http_llm_append(ngx_http_llm_ctx_t *ctx, const llm_output *out)
             return NGX_ERROR;
         }
 
-        ngx_memcpy(p, ctx->text, ctx->text_len);
-        ctx->text = p;
-        ctx->text_cap = size;
+        ngx_memcpy(p, seq->text, seq->text_len);
+        seq->text = p;
+        seq->text_cap = size;
     }
 
     if (out->text_len) {
-        ngx_memcpy(ctx->text + ctx->text_len, out->text, out->text_len);
-        ctx->text_len += out->text_len;
+        ngx_memcpy(seq->text + seq->text_len, out->text, out->text_len);
+        seq->text_len += out->text_len;
     }
 
-    ctx->new_ids += out->n_ids;
+    seq->new_ids += out->n_ids;
 
     if (out->logprobs && out->n_ids) {
-        if (ctx->n_lp + out->n_ids > ctx->lp_cap) {
-            size = ngx_max(ctx->lp_cap * 2, ctx->n_lp + out->n_ids);
+        if (seq->n_lp + out->n_ids > seq->lp_cap) {
+            size = ngx_max(seq->lp_cap * 2, seq->n_lp + out->n_ids);
 
             lp = ngx_palloc(pool, size * sizeof(llm_token_logprob));
             if (lp == NULL) {
                 return NGX_ERROR;
             }
 
-            ngx_memcpy(lp, ctx->lp, ctx->n_lp * sizeof(llm_token_logprob));
-            ctx->lp = lp;
-            ctx->lp_cap = size;
+            ngx_memcpy(lp, seq->lp, seq->n_lp * sizeof(llm_token_logprob));
+            seq->lp = lp;
+            seq->lp_cap = size;
         }
 
-        ngx_memcpy(ctx->lp + ctx->n_lp, out->logprobs,
+        ngx_memcpy(seq->lp + seq->n_lp, out->logprobs,
                    out->n_ids * sizeof(llm_token_logprob));
-        ctx->n_lp += out->n_ids;
+        seq->n_lp += out->n_ids;
     }
 
     if (out->finish_reason != LLM_FINISH_NONE) {
-        ctx->stop_token = out->stop_token;
+        seq->stop_token = out->stop_token;
 
         if (out->stop_string) {
             size = ngx_strlen(out->stop_string);
@@ -485,8 +676,25 @@ ngx_http_llm_append(ngx_http_llm_ctx_t *ctx, const llm_output *out)
             }
 
             ngx_memcpy(p, out->stop_string, size);
-            ctx->stop_string.data = p;
-            ctx->stop_string.len = size;
+            seq->stop_string.data = p;
+            seq->stop_string.len = size;
+        }
+
+        if (ctx->spec_metrics == NGX_HTTP_LLM_SPEC_METRICS_DETAILED
+            && out->n_spec_step > 0 && ctx->n_seqs == 1)
+        {
+            size = out->n_spec_step;
+
+            p = ngx_pnalloc(pool, 2 * size);
+            if (p == NULL) {
+                return NGX_ERROR;
+            }
+
+            ctx->spec_accepted = ngx_cpymem(p, out->spec_step_accepted, size)
+                                 - size;
+            ctx->spec_drafted = ngx_cpymem(p + size, out->spec_step_drafted,
+                                           size) - size;
+            ctx->n_spec_step = size;
         }
     }
 

@@ -51,8 +51,9 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
 
     route = ngx_http_llm_route(r);
 
-    if (route != NGX_HTTP_LLM_ROUTE_CHAT
-        && route != NGX_HTTP_LLM_ROUTE_COMPLETIONS)
+    if (route == NGX_HTTP_LLM_ROUTE_NONE
+        || route == NGX_HTTP_LLM_ROUTE_MODELS
+        || route == NGX_HTTP_LLM_ROUTE_MODEL)
     {
         rc = ngx_http_discard_request_body(r);
         if (rc != NGX_OK) {
@@ -100,7 +101,6 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
 
     ctx->request = r;
     ctx->route = route;
-    ctx->stop_token = -1;
     ngx_http_set_ctx(r, ctx, ngx_http_llm_module);
 
     rc = ngx_http_read_client_request_body(r, ngx_http_llm_body_handler);
@@ -116,7 +116,7 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
 /*
  * The endpoint is chosen by how the URI ends, so "location /v1/" and
  * "location = /completions" both work.  "/chat/completions" is tested
- * before "/completions".
+ * before "/completions", "/detokenize" before "/tokenize".
  */
 
 static ngx_http_llm_route_e
@@ -138,6 +138,18 @@ ngx_http_llm_route(ngx_http_request_t *r)
 
     if (ngx_http_llm_ends_with("/completions")) {
         return NGX_HTTP_LLM_ROUTE_COMPLETIONS;
+    }
+
+    if (ngx_http_llm_ends_with("/responses")) {
+        return NGX_HTTP_LLM_ROUTE_RESPONSES;
+    }
+
+    if (ngx_http_llm_ends_with("/detokenize")) {
+        return NGX_HTTP_LLM_ROUTE_DETOKENIZE;
+    }
+
+    if (ngx_http_llm_ends_with("/tokenize")) {
+        return NGX_HTTP_LLM_ROUTE_TOKENIZE;
     }
 
     if (ngx_http_llm_ends_with("/models")) {
@@ -199,7 +211,13 @@ ngx_http_llm_body_handler(ngx_http_request_t *r)
 
     ctx->job = job;
     ctx->model = lmcf->served_model_name;
-    ctx->metrics = llcf->per_request_metrics;
+    /* spec metrics come in the same object, with or without the times */
+    ctx->timing = llcf->per_request_metrics;
+    ctx->spec_metrics = llcf->spec_decode_metrics;
+    ctx->metrics = llcf->per_request_metrics
+                   || llcf->spec_decode_metrics
+                      != NGX_HTTP_LLM_SPEC_METRICS_NONE;
+    ctx->prefix_caching = lmcf->enable_prefix_caching;
     ctx->log_stats = lmcf->log_stats;
 
     hcln = ngx_http_cleanup_add(r, 0);
@@ -323,13 +341,26 @@ ngx_http_llm_prepare(void *data, ngx_log_t *log)
                                "the request body must be a JSON object, "
                                "got %s", ngx_http_llm_json_type(root));
 
+    } else if (job->route == NGX_HTTP_LLM_ROUTE_TOKENIZE
+               || job->route == NGX_HTTP_LLM_ROUTE_DETOKENIZE)
+    {
+        ngx_http_llm_tokenize_parse(job, root);
+
     } else if (ngx_http_llm_params_parse(job, root) == NGX_OK) {
 
-        if (job->route == NGX_HTTP_LLM_ROUTE_CHAT) {
-            ngx_http_llm_chat_parse(job, root);
+        switch (job->route) {
 
-        } else {
+        case NGX_HTTP_LLM_ROUTE_CHAT:
+            ngx_http_llm_chat_parse(job, root);
+            break;
+
+        case NGX_HTTP_LLM_ROUTE_RESPONSES:
+            ngx_http_llm_responses_parse(job, root);
+            break;
+
+        default: /* NGX_HTTP_LLM_ROUTE_COMPLETIONS */
             ngx_http_llm_completions_parse(job, root);
+            break;
         }
 
         if (job->status == 0) {
@@ -386,6 +417,18 @@ ngx_http_llm_start(ngx_http_request_t *r)
         return;
     }
 
+    if (ctx->route == NGX_HTTP_LLM_ROUTE_TOKENIZE
+        || ctx->route == NGX_HTTP_LLM_ROUTE_DETOKENIZE)
+    {
+        ngx_http_finalize_request(r, ngx_http_llm_tokenize_send(r, ctx));
+        return;
+    }
+
+    if (job->sp.n > 1) {
+        /* timing belongs to one sequence: vLLM's metrics are null */
+        ctx->metrics = 0;
+    }
+
     ctx->stream = job->stream;
     ctx->include_usage = job->include_usage;
     ctx->continuous_usage = job->continuous_usage;
@@ -412,30 +455,56 @@ ngx_http_llm_start(ngx_http_request_t *r)
 
         r->write_event_handler = ngx_http_llm_writer;
     }
+
+    /* a stream's response.created and response.in_progress come at once */
+
+    if (ctx->route == NGX_HTTP_LLM_ROUTE_RESPONSES
+        && ngx_http_llm_responses_start(ctx) == NGX_ERROR)
+    {
+        ngx_http_finalize_request(r, NGX_ERROR);
+        return;
+    }
 }
 
 
-/* "chatcmpl-" or "cmpl-" and 32 hex digits, like vLLM's random_uuid() */
+/* "chatcmpl-", "cmpl-" or "resp_" and 32 hex digits, like vLLM's ids */
 
 static ngx_int_t
 ngx_http_llm_set_id(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 {
+    const char  *prefix;
+
+    switch (ctx->route) {
+    case NGX_HTTP_LLM_ROUTE_CHAT:
+        prefix = "chatcmpl-";
+        break;
+    case NGX_HTTP_LLM_ROUTE_RESPONSES:
+        prefix = "resp_";
+        break;
+    default:
+        prefix = "cmpl-";
+    }
+
+    return ngx_http_llm_random_id(r->pool, &ctx->id, prefix);
+}
+
+
+ngx_int_t
+ngx_http_llm_random_id(ngx_pool_t *pool, ngx_str_t *id, const char *prefix)
+{
     u_char      *p;
+    size_t       len;
     ngx_uint_t   i;
 
-    p = ngx_pnalloc(r->pool, sizeof("chatcmpl-") - 1 + 32);
+    len = ngx_strlen(prefix);
+
+    p = ngx_pnalloc(pool, len + 32);
     if (p == NULL) {
         return NGX_ERROR;
     }
 
-    ctx->id.data = p;
-
-    if (ctx->route == NGX_HTTP_LLM_ROUTE_CHAT) {
-        p = ngx_cpymem(p, "chatcmpl-", sizeof("chatcmpl-") - 1);
-
-    } else {
-        p = ngx_cpymem(p, "cmpl-", sizeof("cmpl-") - 1);
-    }
+    id->data = p;
+    p = ngx_cpymem(p, prefix, len);
 
     for (i = 0; i < 4; i++) {
         /* random() gives 31 bits */
@@ -443,7 +512,7 @@ ngx_http_llm_set_id(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
                         (uint32_t) (ngx_random() ^ (ngx_random() << 16)));
     }
 
-    ctx->id.len = p - ctx->id.data;
+    id->len = p - id->data;
 
     return NGX_OK;
 }
@@ -506,20 +575,24 @@ ngx_http_llm_deliver_stream(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
         ngx_http_llm_json_reset(j);
     }
 
-    if (ctx->route == NGX_HTTP_LLM_ROUTE_CHAT) {
-        rc = ngx_http_llm_chat_chunk(ctx, j);
+    switch (ctx->route) {
 
-    } else {
+    case NGX_HTTP_LLM_ROUTE_CHAT:
+        rc = ngx_http_llm_chat_chunk(ctx, j);
+        break;
+
+    case NGX_HTTP_LLM_ROUTE_RESPONSES:
+        rc = ngx_http_llm_responses_chunk(ctx, j);
+        break;
+
+    default: /* NGX_HTTP_LLM_ROUTE_COMPLETIONS */
         rc = ngx_http_llm_completions_chunk(ctx, j);
+        break;
     }
 
     if (rc != NGX_OK) {
         return NGX_ERROR;
     }
-
-    ctx->text_len = 0;
-    ctx->new_ids = 0;
-    ctx->n_lp = 0;
 
     if (last) {
         ngx_http_llm_engine_release(ctx);
@@ -543,11 +616,13 @@ ngx_http_llm_deliver_stream(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 static ngx_int_t
 ngx_http_llm_deliver_body(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 {
+    size_t               size;
     ngx_int_t            rc;
+    ngx_uint_t           i;
     ngx_http_llm_json_t  j;
 
     if (ctx->finish == LLM_FINISH_NONE && !ctx->failed) {
-        return NGX_AGAIN;       /* the text accumulates in ctx->text */
+        return NGX_AGAIN;       /* the text accumulates in the sequences */
     }
 
     ngx_http_llm_engine_release(ctx);
@@ -558,13 +633,27 @@ ngx_http_llm_deliver_body(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
                                        NULL, NULL, "Internal server error");
     }
 
-    ngx_http_llm_json_init(&j, r->pool, 1024 + ctx->text_len * 2);
+    size = 1024;
 
-    if (ctx->route == NGX_HTTP_LLM_ROUTE_CHAT) {
+    for (i = 0; i < ctx->n_seqs; i++) {
+        size += 512 + ctx->seqs[i].text_len * 2;
+    }
+
+    ngx_http_llm_json_init(&j, r->pool, size);
+
+    switch (ctx->route) {
+
+    case NGX_HTTP_LLM_ROUTE_CHAT:
         rc = ngx_http_llm_chat_body(ctx, &j);
+        break;
 
-    } else {
+    case NGX_HTTP_LLM_ROUTE_RESPONSES:
+        rc = ngx_http_llm_responses_body(ctx, &j);
+        break;
+
+    default: /* NGX_HTTP_LLM_ROUTE_COMPLETIONS */
         rc = ngx_http_llm_completions_body(ctx, &j);
+        break;
     }
 
     if (rc != NGX_OK) {
@@ -572,6 +661,32 @@ ngx_http_llm_deliver_body(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
     }
 
     return ngx_http_llm_send_json(r, NGX_HTTP_OK, &j);
+}
+
+
+/*
+ * A stream wrote a sequence's new output: its buffers start over (the
+ * responses stream keeps its text: the final events repeat all of it).
+ */
+
+void
+ngx_http_llm_seq_written(ngx_http_llm_seq_t *seq)
+{
+    if (seq->ctx->route == NGX_HTTP_LLM_ROUTE_RESPONSES) {
+        seq->text_sent = seq->text_len;
+        seq->lp_sent = seq->n_lp;
+
+    } else {
+        seq->text_len = 0;
+        seq->n_lp = 0;
+    }
+
+    seq->new_ids = 0;
+    seq->changed = 0;
+
+    if (seq->finish != LLM_FINISH_NONE) {
+        seq->finish_sent = 1;
+    }
 }
 
 

@@ -1,7 +1,7 @@
 
 /*
  * ngx_http_llm_job.c -- the "prepare" job's frame: the request-level
- * fields both endpoints share (model, stream options, what this server
+ * fields the endpoints share (model, stream options, what this server
  * refuses), typed field lookups with vLLM-style messages, errors, and
  * freeing what the job malloc()ed.
  *
@@ -55,31 +55,82 @@ ngx_http_llm_job_free(void *data)
 {
     ngx_http_llm_job_t  *job = data;
 
-    int  i;
+    ngx_uint_t  i;
+
+    if (job->prompts) {
+        for (i = 0; i < job->n_prompts; i++) {
+            free(job->prompts[i].ids);
+            free(job->prompts[i].echo);
+        }
+
+        free(job->prompts);
+    }
 
     if (job->stop) {
-        for (i = 0; i < job->sp.n_stop; i++) {
+        for (i = 0; i < (ngx_uint_t) job->sp.n_stop; i++) {
             free(job->stop[i]);
         }
 
         free(job->stop);
     }
 
-    free(job->prompt);
     free(job->stop_ids);
     free(job->bias_ids);
     free(job->bias_values);
-    free(job->echo);
+    free(job->text);
+
+    if (job->responses) {
+        ngx_http_llm_responses_free(job->responses);
+    }
 }
 
 
-/* the fields both endpoints read first */
+/*
+ * Adds a prompt of n token ids (malloc()ed; the job owns them from now
+ * on, also when this fails) and returns it, or NULL with the error set.
+ */
+
+ngx_http_llm_prompt_t *
+ngx_http_llm_job_add_prompt(ngx_http_llm_job_t *job, int32_t *ids, int n)
+{
+    ngx_http_llm_prompt_t  *p;
+
+    p = realloc(job->prompts,
+                (job->n_prompts + 1) * sizeof(ngx_http_llm_prompt_t));
+    if (p == NULL) {
+        free(ids);
+        ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
+                               "out of memory");
+        return NULL;
+    }
+
+    job->prompts = p;
+
+    p = &job->prompts[job->n_prompts++];
+    ngx_memzero(p, sizeof(ngx_http_llm_prompt_t));
+    p->ids = ids;
+    p->n = n;
+
+    return p;
+}
+
+
+/* the fields every endpoint reads first (/tokenize: only "model") */
 
 ngx_int_t
 ngx_http_llm_job_request(ngx_http_llm_job_t *job, yajl_val root)
 {
-    if (ngx_http_llm_parse_model(job, root) != NGX_OK
-        || ngx_http_llm_parse_stream(job, root) != NGX_OK
+    if (ngx_http_llm_parse_model(job, root) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    if (job->route == NGX_HTTP_LLM_ROUTE_TOKENIZE
+        || job->route == NGX_HTTP_LLM_ROUTE_DETOKENIZE)
+    {
+        return NGX_OK;
+    }
+
+    if (ngx_http_llm_parse_stream(job, root) != NGX_OK
         || ngx_http_llm_parse_unsupported(job, root) != NGX_OK)
     {
         return NGX_ERROR;
@@ -135,6 +186,10 @@ ngx_http_llm_parse_stream(ngx_http_llm_job_t *job, yajl_val root)
     }
 
     job->stream = (rc == NGX_HTTP_LLM_FIELD_PRESENT && stream);
+
+    if (job->route == NGX_HTTP_LLM_ROUTE_RESPONSES) {
+        return NGX_OK;      /* no stream_options: usage is in the events */
+    }
 
     opts = ngx_http_llm_json_get(root, "stream_options");
 
@@ -201,30 +256,8 @@ static ngx_int_t
 ngx_http_llm_parse_unsupported(ngx_http_llm_job_t *job, yajl_val root)
 {
     yajl_val    v;
-    int64_t     n;
     ngx_int_t   rc;
     ngx_uint_t  flag;
-
-    rc = ngx_http_llm_job_int(job, root, "n", &n);
-    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
-        return NGX_ERROR;
-    }
-
-    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
-        if (n < 1) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "n",
-                                   "n must be at least 1, got %L.", n);
-            return NGX_ERROR;
-        }
-
-        if (n > 1) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "n",
-                                   "n must be 1: several choices per "
-                                   "request are not supported yet, got %L.",
-                                   n);
-            return NGX_ERROR;
-        }
-    }
 
     rc = ngx_http_llm_job_bool(job, root, "use_beam_search", &flag);
     if (rc == NGX_HTTP_LLM_FIELD_INVALID) {

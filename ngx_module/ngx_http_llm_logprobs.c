@@ -1,7 +1,8 @@
 
 /*
  * ngx_http_llm_logprobs.c -- the per-choice fields that depend on token
- * ids: logprobs (chat and completions shapes) and stop_reason.
+ * ids: logprobs (the chat, completions and responses shapes) and
+ * stop_reason.
  *
  * Token strings are what tokenizer.decode([id]) gives, the text vLLM shows
  * for a token; a logprob of -inf is clamped to -9999.0 as vLLM does.
@@ -11,41 +12,66 @@
 #include "ngx_http_llm_module.h"
 
 
-static ngx_str_t ngx_http_llm_token_str(ngx_http_llm_ctx_t *ctx, int32_t id);
+static ngx_str_t ngx_http_llm_token_str(ngx_pool_t *pool, int32_t id);
 static void ngx_http_llm_logprob(ngx_http_llm_json_t *j, float lp);
 static void ngx_http_llm_token_bytes(ngx_http_llm_json_t *j, ngx_str_t *s);
 static size_t ngx_http_llm_utf8_chars(ngx_str_t *s);
+static void ngx_http_llm_top_dict(ngx_http_llm_json_t *j, ngx_pool_t *pool,
+    llm_token_logprob *lp, int n_top);
 
 
 /* {"content":[{"token","logprob","bytes","top_logprobs":[...]}]} */
 
 void
-ngx_http_llm_logprobs_chat(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx)
+ngx_http_llm_logprobs_chat(ngx_http_llm_json_t *j, ngx_http_llm_seq_t *seq)
+{
+    ngx_http_llm_json_lit(j, "{\"content\":");
+    ngx_http_llm_logprobs_list(j, seq, 0, 1);
+    ngx_http_llm_json_lit(j, "}");
+}
+
+
+/*
+ * [{"token","logprob","bytes","top_logprobs":[{"token","logprob",
+ * "bytes"}]}] of the records from "from" on: chat's content list and
+ * /responses' output_text logprobs; bytes: 0 gives the shape of
+ * /responses' stream deltas, which have no "bytes" keys.
+ */
+
+void
+ngx_http_llm_logprobs_list(ngx_http_llm_json_t *j, ngx_http_llm_seq_t *seq,
+    ngx_uint_t from, ngx_uint_t bytes)
 {
     int                 k, n_top;
     ngx_str_t           s;
     ngx_uint_t          i;
+    ngx_pool_t         *pool;
     llm_token_logprob  *lp;
 
-    n_top = ctx->job->logprobs;
+    n_top = seq->ctx->job->logprobs;
+    pool = seq->ctx->request->pool;
 
-    ngx_http_llm_json_lit(j, "{\"content\":[");
+    ngx_http_llm_json_lit(j, "[");
 
-    for (i = 0; i < ctx->n_lp; i++) {
-        lp = &ctx->lp[i];
+    for (i = from; i < seq->n_lp; i++) {
+        lp = &seq->lp[i];
 
-        if (i) {
+        if (i > from) {
             ngx_http_llm_json_lit(j, ",");
         }
 
-        s = ngx_http_llm_token_str(ctx, lp->id);
+        s = ngx_http_llm_token_str(pool, lp->id);
 
         ngx_http_llm_json_lit(j, "{\"token\":");
         ngx_http_llm_json_str(j, s.data, s.len);
         ngx_http_llm_json_lit(j, ",\"logprob\":");
         ngx_http_llm_logprob(j, lp->logprob);
-        ngx_http_llm_json_lit(j, ",\"bytes\":");
-        ngx_http_llm_token_bytes(j, &s);
+
+        if (bytes) {
+            ngx_http_llm_json_lit(j, ",\"bytes\":");
+            ngx_http_llm_token_bytes(j, &s);
+        }
+
         ngx_http_llm_json_lit(j, ",\"top_logprobs\":[");
 
         for (k = 0; k < lp->n_top && k < n_top; k++) {
@@ -53,21 +79,25 @@ ngx_http_llm_logprobs_chat(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx)
                 ngx_http_llm_json_lit(j, ",");
             }
 
-            s = ngx_http_llm_token_str(ctx, lp->top_ids[k]);
+            s = ngx_http_llm_token_str(pool, lp->top_ids[k]);
 
             ngx_http_llm_json_lit(j, "{\"token\":");
             ngx_http_llm_json_str(j, s.data, s.len);
             ngx_http_llm_json_lit(j, ",\"logprob\":");
             ngx_http_llm_logprob(j, lp->top_logprobs[k]);
-            ngx_http_llm_json_lit(j, ",\"bytes\":");
-            ngx_http_llm_token_bytes(j, &s);
+
+            if (bytes) {
+                ngx_http_llm_json_lit(j, ",\"bytes\":");
+                ngx_http_llm_token_bytes(j, &s);
+            }
+
             ngx_http_llm_json_lit(j, "}");
         }
 
         ngx_http_llm_json_lit(j, "]}");
     }
 
-    ngx_http_llm_json_lit(j, "]}");
+    ngx_http_llm_json_lit(j, "]");
 }
 
 
@@ -79,78 +109,120 @@ ngx_http_llm_logprobs_chat(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx)
 
 void
 ngx_http_llm_logprobs_completions(ngx_http_llm_json_t *j,
-    ngx_http_llm_ctx_t *ctx)
+    ngx_http_llm_seq_t *seq)
 {
-    int                 k;
-    size_t              offset;
-    ngx_str_t           s;
-    ngx_uint_t          i;
-    llm_token_logprob  *lp;
+    size_t       offset;
+    ngx_str_t    s;
+    ngx_uint_t   i;
+    ngx_pool_t  *pool;
+
+    pool = seq->ctx->request->pool;
 
     ngx_http_llm_json_lit(j, "{\"text_offset\":[");
 
-    offset = ctx->text_offset;
+    offset = seq->text_offset;
 
-    for (i = 0; i < ctx->n_lp; i++) {
+    for (i = 0; i < seq->n_lp; i++) {
         if (i) {
             ngx_http_llm_json_lit(j, ",");
         }
 
         ngx_http_llm_json_int(j, offset);
 
-        s = ngx_http_llm_token_str(ctx, ctx->lp[i].id);
+        s = ngx_http_llm_token_str(pool, seq->lp[i].id);
         offset += ngx_http_llm_utf8_chars(&s);
     }
 
-    ctx->text_offset = offset;
+    seq->text_offset = offset;
 
     ngx_http_llm_json_lit(j, "],\"token_logprobs\":[");
 
-    for (i = 0; i < ctx->n_lp; i++) {
+    for (i = 0; i < seq->n_lp; i++) {
         if (i) {
             ngx_http_llm_json_lit(j, ",");
         }
 
-        ngx_http_llm_logprob(j, ctx->lp[i].logprob);
+        ngx_http_llm_logprob(j, seq->lp[i].logprob);
     }
 
     ngx_http_llm_json_lit(j, "],\"tokens\":[");
 
-    for (i = 0; i < ctx->n_lp; i++) {
+    for (i = 0; i < seq->n_lp; i++) {
         if (i) {
             ngx_http_llm_json_lit(j, ",");
         }
 
-        s = ngx_http_llm_token_str(ctx, ctx->lp[i].id);
+        s = ngx_http_llm_token_str(pool, seq->lp[i].id);
         ngx_http_llm_json_str(j, s.data, s.len);
     }
 
     ngx_http_llm_json_lit(j, "],\"top_logprobs\":[");
 
-    for (i = 0; i < ctx->n_lp; i++) {
-        lp = &ctx->lp[i];
-
+    for (i = 0; i < seq->n_lp; i++) {
         if (i) {
             ngx_http_llm_json_lit(j, ",");
         }
 
-        ngx_http_llm_json_lit(j, "{");
-
-        for (k = 0; k < lp->n_top && k < ctx->job->logprobs; k++) {
-            if (k) {
-                ngx_http_llm_json_lit(j, ",");
-            }
-
-            s = ngx_http_llm_token_str(ctx, lp->top_ids[k]);
-            ngx_http_llm_json_str(j, s.data, s.len);
-            ngx_http_llm_json_lit(j, ":");
-            ngx_http_llm_logprob(j, lp->top_logprobs[k]);
-        }
-
-        ngx_http_llm_json_lit(j, "}");
+        ngx_http_llm_top_dict(j, pool, &seq->lp[i], seq->ctx->job->logprobs);
     }
 
     ngx_http_llm_json_lit(j, "]}");
+}
+
+
+/*
+ * One position's {"token": logprob, ...}: the sampled token and the N
+ * most likely, up to N + 1 entries (OpenAI: "the API will always return
+ * the logprob of the sampled token"; vLLM puts it first).  Keys are token
+ * strings, and two ids may decode alike (a lone byte of a UTF-8 sequence
+ * is U+FFFD): as in the Python dict vLLM builds, the first key keeps its
+ * place and the last value wins.
+ */
+
+static void
+ngx_http_llm_top_dict(ngx_http_llm_json_t *j, ngx_pool_t *pool,
+    llm_token_logprob *lp, int n_top)
+{
+    int         i, k, n;
+    float       value[NGX_HTTP_LLM_MAX_LOGPROBS + 1];
+    ngx_str_t   key[NGX_HTTP_LLM_MAX_LOGPROBS + 1], s;
+
+    key[0] = ngx_http_llm_token_str(pool, lp->id);
+    value[0] = lp->logprob;
+    n = 1;
+
+    for (i = 0; i < lp->n_top && i < n_top; i++) {
+        s = ngx_http_llm_token_str(pool, lp->top_ids[i]);
+
+        for (k = 0; k < n; k++) {
+            if (key[k].len == s.len
+                && ngx_memcmp(key[k].data, s.data, s.len) == 0)
+            {
+                break;
+            }
+        }
+
+        if (k == n) {
+            key[n] = s;
+            n++;
+        }
+
+        value[k] = lp->top_logprobs[i];
+    }
+
+    ngx_http_llm_json_lit(j, "{");
+
+    for (k = 0; k < n; k++) {
+        if (k) {
+            ngx_http_llm_json_lit(j, ",");
+        }
+
+        ngx_http_llm_json_str(j, key[k].data, key[k].len);
+        ngx_http_llm_json_lit(j, ":");
+        ngx_http_llm_logprob(j, value[k]);
+    }
+
+    ngx_http_llm_json_lit(j, "}");
 }
 
 
@@ -160,19 +232,22 @@ ngx_http_llm_logprobs_completions(ngx_http_llm_json_t *j,
  */
 
 void
-ngx_http_llm_stop_reason(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx)
+ngx_http_llm_stop_reason(ngx_http_llm_json_t *j, ngx_http_llm_seq_t *seq)
 {
-    int  i;
+    int                  i;
+    ngx_http_llm_job_t  *job;
 
-    if (ctx->finish == LLM_FINISH_STOP && ctx->stop_string.len) {
-        ngx_http_llm_json_str(j, ctx->stop_string.data, ctx->stop_string.len);
+    job = seq->ctx->job;
+
+    if (seq->finish == LLM_FINISH_STOP && seq->stop_string.len) {
+        ngx_http_llm_json_str(j, seq->stop_string.data, seq->stop_string.len);
         return;
     }
 
-    if (ctx->finish == LLM_FINISH_STOP && ctx->stop_token >= 0) {
-        for (i = 0; i < ctx->job->sp.n_stop_token_ids; i++) {
-            if (ctx->job->stop_ids[i] == ctx->stop_token) {
-                ngx_http_llm_json_int(j, ctx->stop_token);
+    if (seq->finish == LLM_FINISH_STOP && seq->stop_token >= 0) {
+        for (i = 0; i < job->sp.n_stop_token_ids; i++) {
+            if (job->stop_ids[i] == seq->stop_token) {
+                ngx_http_llm_json_int(j, seq->stop_token);
                 return;
             }
         }
@@ -183,7 +258,7 @@ ngx_http_llm_stop_reason(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx)
 
 
 static ngx_str_t
-ngx_http_llm_token_str(ngx_http_llm_ctx_t *ctx, int32_t id)
+ngx_http_llm_token_str(ngx_pool_t *pool, int32_t id)
 {
     char       *text;
     size_t      len;
@@ -200,7 +275,7 @@ ngx_http_llm_token_str(ngx_http_llm_ctx_t *ctx, int32_t id)
         return s;
     }
 
-    s.data = ngx_pnalloc(ctx->request->pool, len);
+    s.data = ngx_pnalloc(pool, len);
 
     if (s.data == NULL) {
         s.data = (u_char *) "";

@@ -1,7 +1,8 @@
 
 /*
  * ngx_http_llm_metrics.c -- per-request metrics (vLLM's
- * --enable-per-request-metrics) and usage, from the engine's record.
+ * --enable-per-request-metrics and --per-request-spec-decode-metrics) and
+ * usage, from the engine's record.
  *
  * The engine stamps four timestamps per request, once per step, on one
  * monotonic clock (0 = unset); llm_metrics_compute() turns them into the
@@ -9,10 +10,22 @@
  * one place they are defined; docs/metrics.md).  This file only writes
  * them: in bodies every key, nulls included; in the final usage chunk of
  * a stream without the nulls.  Values are not rounded.
+ *
+ * With llm_per_request_spec_decode_metrics the same object also carries
+ * "speculative_decoding", whether or not the five times are on (they are
+ * null then, as in vLLM, which creates an otherwise empty object).
  */
 
 
 #include "ngx_http_llm_module.h"
+
+
+static void ngx_http_llm_spec_json(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx, ngx_uint_t drop_nulls);
+static void ngx_http_llm_bytes_json(ngx_http_llm_json_t *j, const u_char *v,
+    ngx_uint_t n);
+static void ngx_http_llm_usage_counts(ngx_http_llm_json_t *j, int64_t prompt,
+    int64_t completion);
 
 
 /*
@@ -21,7 +34,7 @@
  */
 
 ngx_int_t
-ngx_http_llm_metrics_json(ngx_http_llm_json_t *j, const llm_request_stats *s,
+ngx_http_llm_metrics_json(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
     ngx_uint_t drop_nulls)
 {
     double       value[5];
@@ -35,7 +48,12 @@ ngx_http_llm_metrics_json(ngx_http_llm_json_t *j, const llm_request_stats *s,
         "\"queue_time_ms\":", "\"mean_itl_ms\":", "\"tokens_per_second\":"
     };
 
-    llm_metrics_compute(s, &m);
+    if (ctx->timing) {
+        llm_metrics_compute(&ctx->stats, &m);
+
+    } else {
+        ngx_memzero(&m, sizeof(llm_metrics));
+    }
 
     has[0] = m.has_ttft;        value[0] = m.ttft_ms;
     has[1] = m.has_generation;  value[1] = m.generation_ms;
@@ -69,6 +87,15 @@ ngx_http_llm_metrics_json(ngx_http_llm_json_t *j, const llm_request_stats *s,
         }
     }
 
+    if (ctx->spec_metrics != NGX_HTTP_LLM_SPEC_METRICS_NONE) {
+        if (!first) {
+            ngx_http_llm_json_lit(j, ",");
+        }
+
+        ngx_http_llm_json_lit(j, "\"speculative_decoding\":");
+        ngx_http_llm_spec_json(j, ctx, drop_nulls);
+    }
+
     ngx_http_llm_json_lit(j, "}");
 
     return j->failed ? NGX_ERROR : NGX_OK;
@@ -76,32 +103,153 @@ ngx_http_llm_metrics_json(ngx_http_llm_json_t *j, const llm_request_stats *s,
 
 
 /*
- * "usage" in vLLM's field order.  full: non-streaming bodies, which vLLM
- * dumps with every field ("prompt_tokens_details": null); stream chunks
- * carry only the three counts.
+ * vLLM's SpeculativeDecodingMetrics, in its field order.  Only verify steps
+ * that had drafts count; with none, the mean acceptance length is 1.0 and
+ * the rate 0.0 (vLLM's zero-step rule), and the histogram is all zeros.
+ * The per-step lists exist in "detailed" mode; in "summary" they are null
+ * in bodies and dropped in streams.
+ */
+
+static void
+ngx_http_llm_spec_json(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
+    ngx_uint_t drop_nulls)
+{
+    int                       i, k;
+    double                    mean, rate;
+    const llm_request_stats  *s;
+
+    s = &ctx->stats;
+    k = ngx_min(s->num_spec_tokens, LLM_SPEC_MAX_TOKENS);
+
+    mean = s->num_spec_steps > 0
+           ? 1.0 + (double) s->num_accepted_tokens / s->num_spec_steps : 1.0;
+    rate = s->num_draft_tokens > 0
+           ? (double) s->num_accepted_tokens / s->num_draft_tokens : 0.0;
+
+    ngx_http_llm_json_lit(j, "{\"mean_acceptance_length\":");
+    ngx_http_llm_json_double(j, mean);
+    ngx_http_llm_json_lit(j, ",\"draft_acceptance_rate\":");
+    ngx_http_llm_json_double(j, rate);
+
+    /* dense, k + 1 entries: [i] = steps that accepted exactly i drafts */
+    ngx_http_llm_json_lit(j, ",\"acceptance_histogram\":[");
+
+    for (i = 0; i <= k; i++) {
+        if (i) {
+            ngx_http_llm_json_lit(j, ",");
+        }
+
+        ngx_http_llm_json_int(j, s->acceptance_histogram[i]);
+    }
+
+    ngx_http_llm_json_lit(j, "],\"num_spec_steps\":");
+    ngx_http_llm_json_int(j, s->num_spec_steps);
+    ngx_http_llm_json_lit(j, ",\"num_accepted_draft_tokens\":");
+    ngx_http_llm_json_int(j, s->num_accepted_tokens);
+    ngx_http_llm_json_lit(j, ",\"num_draft_tokens\":");
+    ngx_http_llm_json_int(j, s->num_draft_tokens);
+    ngx_http_llm_json_lit(j, ",\"num_spec_tokens\":");
+    ngx_http_llm_json_int(j, s->num_spec_tokens);
+
+    if (ctx->spec_metrics == NGX_HTTP_LLM_SPEC_METRICS_DETAILED) {
+        ngx_http_llm_json_lit(j, ",\"per_step_accepted\":");
+        ngx_http_llm_bytes_json(j, ctx->spec_accepted, ctx->n_spec_step);
+        ngx_http_llm_json_lit(j, ",\"per_step_drafted\":");
+        ngx_http_llm_bytes_json(j, ctx->spec_drafted, ctx->n_spec_step);
+
+    } else if (!drop_nulls) {
+        ngx_http_llm_json_lit(j, ",\"per_step_accepted\":null,"
+                              "\"per_step_drafted\":null");
+    }
+
+    ngx_http_llm_json_lit(j, "}");
+}
+
+
+static void
+ngx_http_llm_bytes_json(ngx_http_llm_json_t *j, const u_char *v, ngx_uint_t n)
+{
+    ngx_uint_t  i;
+
+    ngx_http_llm_json_lit(j, "[");
+
+    for (i = 0; i < n; i++) {
+        if (i) {
+            ngx_http_llm_json_lit(j, ",");
+        }
+
+        ngx_http_llm_json_int(j, v[i]);
+    }
+
+    ngx_http_llm_json_lit(j, "]");
+}
+
+
+/*
+ * The "metrics" of a body: null when off, and for a request of several
+ * sequences (n > 1, several prompts), whose timings would belong to one of
+ * them only (vLLM's rule).
+ */
+
+void
+ngx_http_llm_metrics_body(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx)
+{
+    if (ctx->metrics && ctx->n_seqs == 1) {
+        (void) ngx_http_llm_metrics_json(j, ctx, 0);
+
+    } else {
+        ngx_http_llm_json_lit(j, "null");
+    }
+}
+
+
+/*
+ * "usage" in vLLM's field order, for the whole request (ctx->stats: every
+ * prompt once, every sequence's tokens).  A body (NGX_HTTP_LLM_USAGE_BODY)
+ * is dumped by vLLM with every field ("prompt_tokens_details": null);
+ * stream chunks carry only the three counts.
  */
 
 ngx_int_t
 ngx_http_llm_usage_json(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
-    ngx_uint_t full)
+    ngx_uint_t what)
 {
-    int64_t  prompt, completion;
+    ngx_http_llm_usage_counts(j, ctx->stats.prompt_tokens,
+                              ctx->stats.completion_tokens);
 
-    prompt = ctx->stats.prompt_tokens;
-    completion = ctx->stats.completion_tokens;
-
-    ngx_http_llm_json_lit(j, "{\"prompt_tokens\":");
-    ngx_http_llm_json_int(j, prompt);
-    ngx_http_llm_json_lit(j, ",\"total_tokens\":");
-    ngx_http_llm_json_int(j, prompt + completion);
-    ngx_http_llm_json_lit(j, ",\"completion_tokens\":");
-    ngx_http_llm_json_int(j, completion);
-
-    if (full) {
+    if (what == NGX_HTTP_LLM_USAGE_BODY) {
         ngx_http_llm_json_lit(j, ",\"prompt_tokens_details\":null");
     }
 
     ngx_http_llm_json_lit(j, "}");
 
     return j->failed ? NGX_ERROR : NGX_OK;
+}
+
+
+/*
+ * The running usage of one choice in a chunk (continuous_usage_stats):
+ * its prompt and its tokens, as vLLM counts per choice.
+ */
+
+void
+ngx_http_llm_usage_seq_json(ngx_http_llm_json_t *j, ngx_http_llm_seq_t *seq)
+{
+    ngx_http_llm_usage_counts(j, seq->prompt->n, seq->stats.completion_tokens);
+    ngx_http_llm_json_lit(j, "}");
+}
+
+
+/* the three counts, without the closing brace */
+
+static void
+ngx_http_llm_usage_counts(ngx_http_llm_json_t *j, int64_t prompt,
+    int64_t completion)
+{
+    ngx_http_llm_json_lit(j, "{\"prompt_tokens\":");
+    ngx_http_llm_json_int(j, prompt);
+    ngx_http_llm_json_lit(j, ",\"total_tokens\":");
+    ngx_http_llm_json_int(j, prompt + completion);
+    ngx_http_llm_json_lit(j, ",\"completion_tokens\":");
+    ngx_http_llm_json_int(j, completion);
 }

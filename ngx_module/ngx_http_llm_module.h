@@ -16,6 +16,9 @@
  *   ngx_http_llm_chat.c       render chunks / the final body
  *   ngx_http_llm_output.c     SSE framing, writes with backpressure
  *   ngx_http_llm_variables.c  $llm_* for the access log
+ *
+ * and beside the request path: ngx_http_llm_prometheus.c (llm_prometheus,
+ * vLLM's /metrics text from one snapshot of the engine's counters).
  */
 
 
@@ -41,17 +44,38 @@
 
 #define NGX_HTTP_LLM_HANDLER_API            1
 #define NGX_HTTP_LLM_HANDLER_HEALTH         2
+#define NGX_HTTP_LLM_HANDLER_PROMETHEUS     3
 
 #define NGX_HTTP_LLM_MAX_LOGPROBS           20
+
+/* sequences one request may run (n x prompts): vLLM's VLLM_MAX_N_SEQUENCES
+ * is 16384, but every sequence here is an engine request and a KV slot */
+#define NGX_HTTP_LLM_MAX_SEQS               256
 
 
 typedef enum {
     NGX_HTTP_LLM_ROUTE_NONE = 0,
     NGX_HTTP_LLM_ROUTE_CHAT,
     NGX_HTTP_LLM_ROUTE_COMPLETIONS,
+    NGX_HTTP_LLM_ROUTE_RESPONSES,
+    NGX_HTTP_LLM_ROUTE_TOKENIZE,
+    NGX_HTTP_LLM_ROUTE_DETOKENIZE,
     NGX_HTTP_LLM_ROUTE_MODELS,
     NGX_HTTP_LLM_ROUTE_MODEL
 } ngx_http_llm_route_e;
+
+
+typedef struct ngx_http_llm_ctx_s  ngx_http_llm_ctx_t;
+typedef struct ngx_http_llm_responses_s  ngx_http_llm_responses_t;
+
+
+/* one prompt of a request (completions may carry several), malloc()ed */
+typedef struct {
+    int32_t                    *ids;
+    int                         n;
+    char                       *echo;          /* completions: echoed text */
+    size_t                      echo_len;
+} ngx_http_llm_prompt_t;
 
 
 /* engine settings: one engine per worker, so they live in http{} only */
@@ -113,14 +137,16 @@ typedef struct {
 
     /* ... or the request */
     llm_sampling_params         sp;
-    int32_t                    *prompt;
-    int                         n_prompt;
+    ngx_http_llm_prompt_t      *prompts;
+    ngx_uint_t                  n_prompts;
+    ngx_uint_t                  n;             /* samples per prompt */
     char                      **stop;
     int32_t                    *stop_ids;
     int32_t                    *bias_ids;
     float                      *bias_values;
-    char                       *echo;          /* completions: echoed prompt */
-    size_t                      echo_len;
+    ngx_http_llm_responses_t   *responses;     /* /responses' own fields */
+    char                       *text;          /* /detokenize: the text */
+    size_t                      text_len;
     int                         logprobs;      /* -1: none, else top-N */
     int                         max_tokens;    /* -1: until max_model_len */
     unsigned                    stream:1;
@@ -129,25 +155,27 @@ typedef struct {
     unsigned                    echo_only:1;   /* echo with max_tokens 0 */
     unsigned                    add_generation_prompt:1;
     unsigned                    echo_requested:1;
+    unsigned                    token_strs:1;  /* /tokenize: return_token_strs */
 } ngx_http_llm_job_t;
 
 
-/* per-request state, from r->pool */
+/*
+ * One generated sequence: a choice of chat or completions (index =
+ * prompt * n + sample), the one output of /responses.  Its engine request
+ * points back at it (llm_request_set_data).
+ */
 typedef struct {
-    ngx_http_request_t         *request;
-    ngx_http_llm_route_e        route;
-    ngx_http_llm_job_t         *job;
+    ngx_http_llm_ctx_t         *ctx;
     llm_request                *lreq;          /* NULL once released */
-    ngx_queue_t                 queue;         /* in the ready queue */
-
-    ngx_str_t                   id;            /* "chatcmpl-..." */
-    ngx_str_t                   model;         /* served model name */
-    time_t                      created;
+    ngx_uint_t                  index;
+    ngx_http_llm_prompt_t      *prompt;
 
     /* output not yet written (stream) or all output (non-stream) */
     u_char                     *text;
     size_t                      text_len;
     size_t                      text_cap;
+    size_t                      text_sent;     /* responses stream: written */
+    ngx_uint_t                  lp_sent;       /* the same for lp */
     ngx_uint_t                  new_ids;       /* ids since the last chunk */
 
     /* logprob records not yet written, copied from the engine */
@@ -162,6 +190,48 @@ typedef struct {
     int32_t                     stop_token;
     ngx_str_t                   stop_string;
 
+    unsigned                    leader:1;      /* first sample of its prompt */
+    unsigned                    changed:1;     /* output since the last write */
+    unsigned                    echoed:1;
+    unsigned                    engine_done:1; /* the engine finished it */
+    unsigned                    finish_sent:1; /* stream: its last chunk */
+} ngx_http_llm_seq_t;
+
+
+/* per-request state, from r->pool */
+struct ngx_http_llm_ctx_s {
+    ngx_http_request_t         *request;
+    ngx_http_llm_route_e        route;
+    ngx_http_llm_job_t         *job;
+    ngx_queue_t                 queue;         /* in the ready queue */
+
+    ngx_http_llm_seq_t         *seqs;          /* in choice order */
+    ngx_uint_t                  n_seqs;
+    ngx_uint_t                  n_done;        /* sequences finished */
+
+    ngx_str_t                   id;            /* "chatcmpl-..." */
+    ngx_str_t                   model;         /* served model name */
+    time_t                      created;
+
+    /*
+     * The whole request: with one sequence its record; with several the
+     * sum of their tokens (prompt tokens once per prompt) and the span of
+     * their timestamps (earliest queued, scheduled and first token, latest
+     * last token).  finish is set once every sequence finished: the worst
+     * of theirs (error, abort, length, stop).  Variables read these.
+     */
+    llm_request_stats           stats;
+    llm_finish_reason           finish;
+
+    ngx_uint_t                  sequence_number;  /* responses events */
+    ngx_str_t                   item_id;          /* responses: "msg_..." */
+
+    /* speculative decoding, detailed: per verify step, one sequence only */
+    u_char                     *spec_accepted;
+    u_char                     *spec_drafted;
+    ngx_uint_t                  n_spec_step;
+    ngx_uint_t                  spec_metrics;  /* NGX_HTTP_LLM_SPEC_METRICS_* */
+
     ngx_http_llm_json_t         scratch;       /* stream events render here */
     ngx_chain_t                *free;
     ngx_chain_t                *busy;
@@ -171,18 +241,19 @@ typedef struct {
     unsigned                    stream:1;
     unsigned                    include_usage:1;
     unsigned                    continuous_usage:1;
-    unsigned                    metrics:1;
+    unsigned                    metrics:1;     /* the metrics object */
+    unsigned                    timing:1;      /* its five times */
+    unsigned                    prefix_caching:1;
     unsigned                    log_stats:1;
     unsigned                    queued:1;      /* in the ready queue */
     unsigned                    submitted:1;   /* the engine saw it */
     unsigned                    role_sent:1;
-    unsigned                    echoed:1;
-    unsigned                    engine_done:1; /* the engine finished it */
+    unsigned                    item_started:1;   /* responses stream */
     unsigned                    failed:1;      /* out of memory on drain */
     unsigned                    done:1;        /* final output written */
     unsigned                    error_page_sent:1;
     unsigned                    terminated:1;  /* cleanup ran */
-} ngx_http_llm_ctx_t;
+};
 
 
 /* the engine of this worker */
@@ -215,9 +286,14 @@ void ngx_http_llm_engine_release(ngx_http_llm_ctx_t *ctx);
 /* ngx_http_llm_handler.c */
 ngx_int_t ngx_http_llm_api_handler(ngx_http_request_t *r);
 void ngx_http_llm_deliver(ngx_http_llm_ctx_t *ctx);
+void ngx_http_llm_seq_written(ngx_http_llm_seq_t *seq);
+ngx_int_t ngx_http_llm_random_id(ngx_pool_t *pool, ngx_str_t *id,
+    const char *prefix);
 
 /* ngx_http_llm_chat.c */
 void ngx_http_llm_chat_parse(ngx_http_llm_job_t *job, yajl_val root);
+ngx_int_t ngx_http_llm_chat_prompt(ngx_http_llm_job_t *job, yajl_val root,
+    yajl_val messages, yajl_val tools);
 ngx_int_t ngx_http_llm_chat_chunk(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_json_t *j);
 ngx_int_t ngx_http_llm_chat_body(ngx_http_llm_ctx_t *ctx,
@@ -229,6 +305,27 @@ ngx_int_t ngx_http_llm_completions_chunk(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_json_t *j);
 ngx_int_t ngx_http_llm_completions_body(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_json_t *j);
+
+/* ngx_http_llm_responses.c */
+void ngx_http_llm_responses_parse(ngx_http_llm_job_t *job, yajl_val root);
+ngx_int_t ngx_http_llm_responses_include(ngx_http_llm_job_t *job,
+    yajl_val root, const char *what);
+void ngx_http_llm_responses_free(ngx_http_llm_responses_t *resp);
+ngx_int_t ngx_http_llm_responses_start(ngx_http_llm_ctx_t *ctx);
+ngx_int_t ngx_http_llm_responses_chunk(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_json_t *j);
+ngx_int_t ngx_http_llm_responses_body(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_json_t *j);
+
+/* ngx_http_llm_store.c: finished responses for previous_response_id */
+ngx_int_t ngx_http_llm_store_put(ngx_str_t *id, const u_char *messages,
+    size_t len);
+char *ngx_http_llm_store_get(const char *id, size_t *len);
+
+/* ngx_http_llm_tokenize.c */
+void ngx_http_llm_tokenize_parse(ngx_http_llm_job_t *job, yajl_val root);
+ngx_int_t ngx_http_llm_tokenize_send(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx);
 
 /* ngx_http_llm_job.c: ABSENT for a missing key or null, INVALID = error */
 #define NGX_HTTP_LLM_FIELD_ABSENT    0
@@ -246,6 +343,8 @@ const char *ngx_http_llm_job_fmt(u_char *buf, double v);
 void ngx_http_llm_job_error(ngx_http_llm_job_t *job, ngx_uint_t status,
     const char *param, const char *fmt, ...);
 void ngx_http_llm_job_free(void *data);
+ngx_http_llm_prompt_t *ngx_http_llm_job_add_prompt(ngx_http_llm_job_t *job,
+    int32_t *ids, int n);
 
 /* ngx_http_llm_params.c */
 ngx_int_t ngx_http_llm_params_parse(ngx_http_llm_job_t *job, yajl_val root);
@@ -253,11 +352,13 @@ ngx_int_t ngx_http_llm_params_finish(ngx_http_llm_job_t *job);
 
 /* ngx_http_llm_logprobs.c */
 void ngx_http_llm_logprobs_chat(ngx_http_llm_json_t *j,
-    ngx_http_llm_ctx_t *ctx);
+    ngx_http_llm_seq_t *seq);
+void ngx_http_llm_logprobs_list(ngx_http_llm_json_t *j,
+    ngx_http_llm_seq_t *seq, ngx_uint_t from, ngx_uint_t bytes);
 void ngx_http_llm_logprobs_completions(ngx_http_llm_json_t *j,
-    ngx_http_llm_ctx_t *ctx);
+    ngx_http_llm_seq_t *seq);
 void ngx_http_llm_stop_reason(ngx_http_llm_json_t *j,
-    ngx_http_llm_ctx_t *ctx);
+    ngx_http_llm_seq_t *seq);
 
 /* ngx_http_llm_models.c */
 ngx_int_t ngx_http_llm_models_handler(ngx_http_request_t *r,
@@ -287,10 +388,21 @@ const char *ngx_http_llm_error_type(ngx_uint_t status);
 ngx_int_t ngx_http_llm_error_filter_init(ngx_conf_t *cf);
 
 /* ngx_http_llm_metrics.c */
+#define NGX_HTTP_LLM_USAGE_CHUNK    0     /* running usage of a chunk */
+#define NGX_HTTP_LLM_USAGE_BODY     1     /* a whole response body */
+#define NGX_HTTP_LLM_USAGE_FINAL    2     /* the final usage chunk */
+
 ngx_int_t ngx_http_llm_metrics_json(ngx_http_llm_json_t *j,
-    const llm_request_stats *s, ngx_uint_t drop_nulls);
+    ngx_http_llm_ctx_t *ctx, ngx_uint_t drop_nulls);
 ngx_int_t ngx_http_llm_usage_json(ngx_http_llm_json_t *j,
-    ngx_http_llm_ctx_t *ctx, ngx_uint_t full);
+    ngx_http_llm_ctx_t *ctx, ngx_uint_t what);
+void ngx_http_llm_usage_seq_json(ngx_http_llm_json_t *j,
+    ngx_http_llm_seq_t *seq);
+void ngx_http_llm_metrics_body(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx);
+
+/* ngx_http_llm_prometheus.c */
+ngx_int_t ngx_http_llm_prometheus_handler(ngx_http_request_t *r);
 
 /* ngx_http_llm_variables.c */
 ngx_int_t ngx_http_llm_add_variables(ngx_conf_t *cf);

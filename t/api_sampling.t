@@ -1,0 +1,456 @@
+#!/usr/bin/perl
+# n > 1, several completions prompts and the sampling surface (SPEC section
+# 8) through nginx: distinct seeded samples with vLLM's per-sample seeds,
+# exact usage (every prompt once, every sample's tokens), choice indices,
+# interleaved streams with one final usage chunk, the metrics null rules
+# (SPEC section 6) and the access-log variables for each case; logprobs
+# equal to log-softmax of the reference logits (llm logits); stop strings
+# across token boundaries in streams; stop_token_ids with min_tokens,
+# ignore_eos, logit_bias; and vLLM's validation errors.
+#
+# The model has untied embeddings: a tied random model mostly repeats one
+# token, an untied one samples varied text, which these checks need.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/nginx";
+
+use List::Util qw(max sum);
+use Test::More;
+use NginxLLM;
+
+my $model = NginxLLM->model(tie => 0);
+my $build = NginxLLM::build_dir();
+
+my $t = NginxLLM->new(model => $model, http => 'llm_per_request_metrics on;');
+$t->start;
+
+my $chat = '/v1/chat/completions';
+my $cmpl = '/v1/completions';
+my @msgs = ({ role => 'user', content => 'Tell me a story.' });
+my %samp = (temperature => 1.0, ignore_eos => \1);
+
+sub texts { [ map { $_->{text} // $_->{message}{content} }
+              @{ $_[0]{json}{choices} } ] }
+
+sub log_fields {
+    my ($line) = @_;
+    return { map { /^(\w+)=(.*)$/ ? ($1, $2) : () } split / /, $line };
+}
+
+sub cli_json {
+    my (@cmd) = @_;
+    open my $fh, '-|', "$build/llm", @cmd or die "llm @cmd: $!";
+    my $out = do { local $/; <$fh> };
+    close $fh;
+    return NginxLLM::decode_json_safe($out);
+}
+
+# --- n = 3: distinct seeded samples, exact usage, metrics null ---
+
+my $one = $t->post($cmpl, { %samp, prompt => 'Once upon a time',
+                            max_tokens => 6, seed => 11 });
+my $n_prompt = $one->{json}{usage}{prompt_tokens};
+my $r = $t->post($cmpl, { %samp, prompt => 'Once upon a time',
+                          max_tokens => 6, seed => 11, n => 3 });
+is($r->{status}, 200, 'completions n=3: 200');
+my $c = $r->{json}{choices};
+is_deeply([ map { $_->{index} } @$c ], [0, 1, 2], 'n=3: indices 0, 1, 2');
+my %distinct = map { $_ => 1 } @{ texts($r) };
+is(scalar keys %distinct, 3, 'n=3: three different samples');
+is_deeply($r->{json}{usage}, { prompt_tokens => $n_prompt,
+                               completion_tokens => 18,
+                               total_tokens => $n_prompt + 18,
+                               prompt_tokens_details => undef },
+          'n=3: usage counts the prompt once and every sample');
+like($r->{content}, qr/"metrics":null\}$/,
+     'n=3: "metrics": null although llm_per_request_metrics is on');
+is($c->[0]{text}, $one->{json}{choices}[0]{text},
+   'sample 0 is the n=1 sample of the same seed');
+my $s1 = $t->post($cmpl, { %samp, prompt => 'Once upon a time',
+                           max_tokens => 6, seed => 12 });
+is($c->[1]{text}, $s1->{json}{choices}[0]{text},
+   'sample i uses seed + i (vLLM\'s parallel sampling)');
+my $again = $t->post($cmpl, { %samp, prompt => 'Once upon a time',
+                              max_tokens => 6, seed => 11, n => 3 });
+is_deeply(texts($again), texts($r), 'the same seed gives the same samples');
+is(ref $one->{json}{metrics}, 'HASH', 'n=1: the metrics object');
+
+$r = $t->post($chat, { %samp, messages => \@msgs, max_tokens => 5,
+                       seed => 3, n => 3 });
+my $chat1 = $t->post($chat, { %samp, messages => \@msgs, max_tokens => 5,
+                              seed => 3 });
+is(scalar @{ $r->{json}{choices} }, 3, 'chat n=3: three choices');
+%distinct = map { $_ => 1 } @{ texts($r) };
+is(scalar keys %distinct, 3, 'chat n=3: three different samples');
+is($r->{json}{usage}{prompt_tokens}, $chat1->{json}{usage}{prompt_tokens},
+   'chat n=3: prompt tokens once');
+is($r->{json}{usage}{completion_tokens}, 15,
+   'chat n=3: completion tokens of all samples');
+ok(exists $r->{json}{metrics} && !defined $r->{json}{metrics},
+   'chat n=3: "metrics": null');
+
+# the access log bills every token of every sample
+my $line = $t->wait_log_line(qr{^/v1/chat/completions 200 .*completion=15 });
+my $f = log_fields($line // '');
+is($f->{prompt}, $r->{json}{usage}{prompt_tokens},
+   'log, n=3: $llm_prompt_tokens counts the prompt once');
+is($f->{total}, $r->{json}{usage}{total_tokens}, 'log, n=3: $llm_total_tokens');
+is($f->{finish}, 'length', 'log, n=3: $llm_finish_reason');
+like($f->{ttft}, qr/^\d+\.\d{3}$/, 'log, n=3: timing of the whole request');
+
+# --- streams with n > 1: role chunks first, choices interleaved, one
+#     final usage chunk with the sums, no metrics ---
+
+my $sr = $t->stream($chat, { %samp, messages => \@msgs, max_tokens => 5,
+                             seed => 3, n => 3, stream => \1,
+                             stream_options => { include_usage => \1 } });
+my @ev = @{ $sr->{events} };
+is($ev[-1], '[DONE]', 'stream n=3: [DONE]');
+my @chunks = grep { ref } @ev;
+is_deeply([ map { $_->{choices}[0]{index} } @chunks[0 .. 2] ], [0, 1, 2],
+          'stream n=3: the role of every choice first');
+ok(!grep({ !exists $_->{choices}[0]{delta}{role} } @chunks[0 .. 2]),
+   'stream n=3: they carry the role');
+my %streamed;
+my %finish;
+for my $ch (@chunks) {
+    next unless @{ $ch->{choices} };
+    my $cc = $ch->{choices}[0];
+    $streamed{ $cc->{index} } .= $cc->{delta}{content} // '';
+    $finish{ $cc->{index} }++ if defined $cc->{finish_reason};
+}
+is_deeply([ map { $streamed{$_} } 0 .. 2 ], texts($r),
+          'stream n=3: each choice\'s deltas spell its non-streamed text');
+is_deeply(\%finish, { 0 => 1, 1 => 1, 2 => 1 },
+          'stream n=3: one finish_reason per choice');
+my $last = $chunks[-1];
+is_deeply($last->{choices}, [], 'stream n=3: the usage chunk has no choices');
+is($last->{usage}{completion_tokens}, 15, 'stream n=3: usage sums the samples');
+is($last->{usage}{prompt_tokens}, $r->{json}{usage}{prompt_tokens},
+   'stream n=3: prompt tokens once');
+ok(!grep({ exists $_->{metrics} } @chunks),
+   'stream n=3: no metrics anywhere (vLLM: None, dropped)');
+
+# --- several prompts: index = prompt * n + i, usage exact ---
+
+my @prompts = ('Once upon a time', 'The weather today');
+my @single = map { $t->post($cmpl, { %samp, prompt => $_, max_tokens => 4,
+                                     seed => 5, n => 2 }) } @prompts;
+$r = $t->post($cmpl, { %samp, prompt => \@prompts, max_tokens => 4,
+                       seed => 5, n => 2 });
+is($r->{status}, 200, 'two prompts, n=2: 200');
+is_deeply([ map { $_->{index} } @{ $r->{json}{choices} } ], [0, 1, 2, 3],
+          'two prompts, n=2: four choices');
+is_deeply(texts($r), [ map { @{ texts($_) } } @single ],
+          'choice p * n + i is sample i of prompt p');
+is($r->{json}{usage}{prompt_tokens},
+   sum(map { $_->{json}{usage}{prompt_tokens} } @single),
+   'usage: every prompt counted once');
+is($r->{json}{usage}{completion_tokens}, 16, 'usage: every sample\'s tokens');
+like($r->{content}, qr/"metrics":null\}$/, 'several prompts: "metrics": null');
+
+# token-id prompts: a list of lists of ints is several prompts
+my @ids = map { cli_json('tokenize', '--model', $model, '--special', $_) }
+          @prompts;
+my $ri = $t->post($cmpl, { %samp, prompt => \@ids, max_tokens => 4, seed => 5,
+                           n => 2 });
+is_deeply(texts($ri), texts($r), 'prompts as lists of token ids: the same');
+$ri = $t->post($cmpl, { %samp, prompt => $ids[1], max_tokens => 4, seed => 5 });
+is($ri->{json}{choices}[0]{text}, $single[1]{json}{choices}[0]{text},
+   'a list of ints is one prompt');
+is(ref $ri->{json}{metrics}, 'HASH', 'one token-id prompt, n=1: metrics');
+$ri = $t->post($cmpl, { %samp, prompt => [ $ids[0] ], max_tokens => 2,
+                        seed => 5 });
+is(ref $ri->{json}{metrics}, 'HASH', 'a list with one prompt: metrics');
+
+# streaming several prompts with running usage per choice
+$sr = $t->stream($cmpl, { %samp, prompt => \@prompts, max_tokens => 4,
+                          seed => 5, n => 2, stream => \1,
+                          stream_options => { include_usage => \1,
+                                              continuous_usage_stats => \1 } });
+@chunks = grep { ref } @{ $sr->{events} };
+%streamed = ();
+my %running;
+for my $ch (@chunks) {
+    next unless @{ $ch->{choices} };
+    my $cc = $ch->{choices}[0];
+    $streamed{ $cc->{index} } .= $cc->{text};
+    $running{ $cc->{index} } = $ch->{usage};
+}
+is_deeply([ map { $streamed{$_} } 0 .. 3 ], texts($r),
+          'stream, two prompts: each choice\'s text');
+is_deeply([ map { $running{$_}{completion_tokens} } 0 .. 3 ], [4, 4, 4, 4],
+          'continuous usage: each choice counts its own tokens');
+is($running{3}{prompt_tokens}, $single[1]{json}{usage}{prompt_tokens},
+   'continuous usage: and its own prompt');
+is_deeply($chunks[-1]{usage},
+          { prompt_tokens => $r->{json}{usage}{prompt_tokens},
+            completion_tokens => 16,
+            total_tokens => $r->{json}{usage}{total_tokens} },
+          'final usage chunk: the sums');
+ok(!exists $chunks[-1]{metrics}, 'final usage chunk: no metrics');
+
+# --- logprobs = log-softmax of the reference logits ---
+
+# the logits of every position of ids, one row per position
+sub logits_rows {
+    my ($ids) = @_;
+    my $file = $t->dir . '/logits.bin';
+    system("$build/llm", 'logits', '--model', $model, '--ids', join(',', @$ids),
+           '--out', $file) == 0 or die "llm logits failed";
+    my $raw = NginxLLM::slurp($file);
+    return ($raw, length($raw) / 4 / @$ids);
+}
+
+sub log_softmax {
+    my ($raw, $vocab, $row) = @_;
+    my @x = unpack 'f<*', substr($raw, $row * $vocab * 4, $vocab * 4);
+    my $m = max(@x);
+    my $s = 0;
+    $s += exp($_ - $m) for @x;
+    my $lse = $m + log($s);
+    return [ map { $_ - $lse } @x ];
+}
+
+sub near {
+    my ($got, $want) = @_;
+    return defined $got && abs($got - $want) <= 1e-4;
+}
+
+# sampled tokens: the CLI runs the engine with the same seed, its ids are
+# the ids the server sampled (the texts agree)
+my $lp_req = { %samp, prompt => 'Once upon a time', max_tokens => 6,
+               logprobs => 5, seed => 21, n => 2 };
+$r = $t->post($cmpl, $lp_req);
+for my $i (0, 1) {
+    my $g = cli_json('generate', '--model', $model, '--prompt',
+                     'Once upon a time', '--max-tokens', 6, '--temperature',
+                     1, '--seed', 21 + $i, '--json');
+    my $choice = $r->{json}{choices}[$i];
+    is($choice->{text}, $g->{text}, "sample $i: the text of llm generate --seed "
+                                    . (21 + $i));
+    my @all = (@{ $g->{prompt_ids} }, @{ $g->{ids} });
+    my ($raw, $vocab) = logits_rows([ @all[0 .. $#all - 1] ]);
+    my ($bad, $badtop) = (0, 0);
+    for my $k (0 .. $#{ $g->{ids} }) {
+        my $ls = log_softmax($raw, $vocab, @{ $g->{prompt_ids} } - 1 + $k);
+        $bad++ unless near($choice->{logprobs}{token_logprobs}[$k],
+                           $ls->[ $g->{ids}[$k] ]);
+        # the sampled token and the 5 most likely (OpenAI: up to N + 1);
+        # tokens that decode alike (a lone byte is "\x{fffd}") share a key
+        my %want = map { $_ => $ls->[$_] }
+                   $g->{ids}[$k], (sort { $ls->[$b] <=> $ls->[$a] }
+                                   0 .. $#$ls)[0 .. 4];
+        my @top = sort { $b <=> $a } values %want;
+        my @got = sort { $b <=> $a }
+                  values %{ $choice->{logprobs}{top_logprobs}[$k] };
+        my @outside = grep { my $v = $_; !grep { near($v, $_) } @top } @got;
+        my @differ = @got < @top ? ()
+                     : grep { !near($got[$_], $top[$_]) } 0 .. $#top;
+        $badtop++ unless @got && near($got[0], $top[0]) && !@outside
+                         && !@differ
+                         && exists $choice->{logprobs}{top_logprobs}[$k]
+                                   { $choice->{logprobs}{tokens}[$k] };
+    }
+    is($bad, 0, "sample $i: every token's logprob = log-softmax of its row, "
+                . '+-1e-4');
+    is($badtop, 0, "sample $i: top_logprobs = the sampled token and the "
+                   . "row's 5 largest");
+}
+
+# chat, greedy: the prompt from /tokenize, each token the argmax of its row
+$r = $t->post($chat, { messages => \@msgs, temperature => 0, max_tokens => 3,
+                       logprobs => \1, top_logprobs => 3 });
+my $tok = $t->post('/v1/tokenize', { messages => \@msgs });
+is($tok->{json}{count}, $r->{json}{usage}{prompt_tokens},
+   '/tokenize with messages counts what chat bills');
+my @seq = @{ $tok->{json}{tokens} };
+my ($bad, $badtop, $badstr) = (0, 0, 0);
+for my $entry (@{ $r->{json}{choices}[0]{logprobs}{content} }) {
+    my ($raw, $vocab) = logits_rows(\@seq);
+    my $ls = log_softmax($raw, $vocab, $#seq);
+    my ($best) = sort { $ls->[$b] <=> $ls->[$a] } 0 .. $#$ls;
+    $bad++ unless near($entry->{logprob}, $ls->[$best]);
+    my @top = (sort { $b <=> $a } @$ls)[0 .. 2];
+    my @got = map { $_->{logprob} } @{ $entry->{top_logprobs} };
+    $badtop++ unless @got == 3 && !grep { !near($got[$_], $top[$_]) } 0 .. 2;
+    my $d = $t->post('/v1/detokenize', { tokens => [$best] });
+    $badstr++ unless $d->{json}{prompt} eq $entry->{token};
+    push @seq, $best;
+}
+is(scalar @{ $r->{json}{choices}[0]{logprobs}{content} }, 3,
+   'chat logprobs: one entry per token');
+is($bad, 0, 'chat greedy: logprob = the row\'s largest log-softmax');
+is($badtop, 0, 'chat: top_logprobs = the row\'s 3 largest, in order');
+is($badstr, 0, 'chat: each token is the string of the argmax id');
+
+# --- stop strings across token boundaries, in streams ---
+
+# a seeded text whose first tokens are plain ASCII, and where a boundary
+# between two of them is a good place for a stop string
+my ($stop_body, $text, $off, @tokens);
+for my $seed (1 .. 40) {
+    my $body = { %samp, prompt => 'Once upon a time', max_tokens => 12,
+                 seed => $seed };
+    my $x = $t->post($cmpl, { %$body, logprobs => 0 });
+    my $lp = $x->{json}{choices}[0]{logprobs};
+    my @tk = @{ $lp->{tokens} };
+    $text = $x->{json}{choices}[0]{text};
+    for my $k (1 .. 8) {
+        last if grep { !/^[ -~]{2,}$/ } @tk[0 .. $k + 1];
+        $off = $lp->{text_offset}[$k];
+        my $stop = substr($text, $off - 1, length($tk[$k]) + 2);
+        next unless index($text, $stop) == $off - 1
+                    && index($text, substr($text, $off - 2, 4)) == $off - 2;
+        ($stop_body, @tokens) = ($body, @tk[0 .. $k + 1]);
+        $stop_body->{stop} = [ substr($text, $off - 2, 4), $stop ];
+        last;
+    }
+    last if $stop_body;
+}
+
+SKIP: {
+    skip 'no ASCII tokens to put a stop string across', 8 unless $stop_body;
+    my ($two, $three) = @{ $stop_body->{stop} };
+
+    for my $case ([ $two, 'two tokens' ], [ $three, 'three tokens' ]) {
+        my ($stop, $name) = @$case;
+        my $want = substr($text, 0, index($text, $stop));
+        $sr = $t->stream($cmpl, { %$stop_body, stop => [$stop],
+                                  stream => \1 });
+        @chunks = grep { ref } @{ $sr->{events} };
+        my $got = join '', map { $_->{choices}[0]{text} } @chunks;
+        is($got, $want, "stream, a stop string across $name: the text "
+                        . 'before it, none of the string');
+        is($chunks[-1]{choices}[0]{finish_reason}, 'stop',
+           "stream, across $name: finish_reason stop");
+        is($chunks[-1]{choices}[0]{stop_reason}, $stop,
+           "stream, across $name: stop_reason is the string");
+    }
+}
+
+# chat streams too
+$r = $t->post($chat, { %samp, messages => \@msgs, max_tokens => 10, seed => 4,
+                       logprobs => \1 });
+my @ct = map { $_->{token} } @{ $r->{json}{choices}[0]{logprobs}{content} };
+my $ctext = $r->{json}{choices}[0]{message}{content};
+my ($cstop, $cpos);
+for my $k (1 .. $#ct - 1) {
+    last if grep { !/^[ -~]+$/ } @ct[0 .. $k];
+    $cpos = length(join '', @ct[0 .. $k - 1]) - 1;
+    next if $cpos < 0;
+    $cstop = substr($ctext, $cpos, 2);
+    last if length($cstop) == 2 && index($ctext, $cstop) == $cpos;
+    undef $cstop;
+}
+SKIP: {
+    skip 'no ASCII boundary in the chat text', 2 unless defined $cstop;
+    $sr = $t->stream($chat, { %samp, messages => \@msgs, max_tokens => 10,
+                              seed => 4, stop => $cstop, stream => \1 });
+    @chunks = grep { ref } @{ $sr->{events} };
+    is(join('', map { $_->{choices}[0]{delta}{content} // '' } @chunks),
+       substr($ctext, 0, $cpos), 'chat stream, stop across a boundary');
+    is($chunks[-1]{choices}[0]{stop_reason}, $cstop, 'chat stream: stop_reason');
+}
+
+# --- stop_token_ids with min_tokens, ignore_eos, logit_bias, seed ---
+
+my %greedy = (prompt => 'Once upon a time', temperature => 0,
+              max_tokens => 5, ignore_eos => \1);
+my $g = cli_json('generate', '--model', $model, '--prompt', 'Once upon a time',
+                 '--max-tokens', 5, '--temperature', 0, '--json');
+my $first = $g->{ids}[0];
+$r = $t->post($cmpl, { %greedy, stop_token_ids => [$first] });
+is($r->{json}{usage}{completion_tokens}, 1, 'stop_token_ids: stops at once');
+is($r->{json}{choices}[0]{stop_reason}, $first, 'stop_reason: the id');
+$r = $t->post($cmpl, { %greedy, stop_token_ids => [$first], min_tokens => 3,
+                       logprobs => 0 });
+ok($r->{json}{usage}{completion_tokens} >= 3,
+   'min_tokens: no stop before 3 tokens');
+isnt($r->{json}{choices}[0]{logprobs}{tokens}[0],
+     $t->post('/v1/detokenize', { tokens => [$first] })->{json}{prompt},
+     'min_tokens: the stop id cannot be sampled before that (vLLM masks it)');
+
+my $eos = 128009;   # <|eot_id|>, one of the model's EOS ids
+$r = $t->post($cmpl, { %greedy, ignore_eos => \0,
+                       logit_bias => { $eos => 100 } });
+is($r->{json}{usage}{completion_tokens}, 1, 'logit_bias +100 on EOS: EOS');
+is($r->{json}{choices}[0]{finish_reason}, 'stop', 'EOS: finish_reason stop');
+ok(exists $r->{json}{choices}[0]{stop_reason}
+   && !defined $r->{json}{choices}[0]{stop_reason}, 'EOS: stop_reason null');
+$r = $t->post($cmpl, { %greedy, logit_bias => { $eos => 100 } });
+is($r->{json}{choices}[0]{finish_reason}, 'length',
+   'ignore_eos: EOS does not stop');
+is($r->{json}{usage}{completion_tokens}, 5, 'ignore_eos: max_tokens tokens');
+$r = $t->post($cmpl, { %greedy, logit_bias => { 9906 => 100 } });
+is($r->{json}{choices}[0]{text}, 'Hello' x 5, 'logit_bias +100: that token');
+$r = $t->post($cmpl, { %greedy, logit_bias => { $first => -100 },
+                       logprobs => 0 });
+isnt($r->{json}{choices}[0]{logprobs}{tokens}[0],
+     $t->post('/v1/detokenize', { tokens => [$first] })->{json}{prompt},
+     'logit_bias -100: the greedy token is avoided');
+my $sa = $t->post($cmpl, { %samp, prompt => 'Hi', max_tokens => 8, seed => 1 });
+my $sb = $t->post($cmpl, { %samp, prompt => 'Hi', max_tokens => 8, seed => 2 });
+isnt($sa->{json}{choices}[0]{text}, $sb->{json}{choices}[0]{text},
+     'another seed, another sample');
+
+# --- validation: 400 naming the parameter ---
+
+sub bad {
+    my ($name, $path, $body, $param, $msg) = @_;
+    my $x = $t->post($path, $body);
+    subtest $name => sub {
+        is($x->{status}, 400, 'status 400');
+        is($x->{json}{error}{param}, $param, "param $param");
+        like($x->{json}{error}{message} // '', $msg, 'message');
+    };
+}
+
+my %m = (messages => \@msgs);
+bad('n 0', $chat, { %m, n => 0 }, 'n', qr/^n must be at least 1, got 0\.$/);
+bad('n above the limit', $chat, { %m, n => 257 }, 'n',
+    qr/^n must be at most 256, got 257\.$/);
+bad('n as a string', $chat, { %m, n => '2' }, 'n', qr/must be an integer/);
+bad('n 2 with greedy sampling', $cmpl, { prompt => 'a', n => 2,
+    temperature => 0 }, 'n', qr/^n must be 1 when using greedy sampling, got 2\.$/);
+bad('best_of other than n', $cmpl, { prompt => 'a', best_of => 3 },
+    'best_of', qr/best_of is not supported/);
+bad('too many sequences', $cmpl, { prompt => [ ('a') x 9 ], n => 30 },
+    'prompt', qr/make 270 sequences, at most 256/);
+bad('completions logprobs 21', $cmpl, { prompt => 'a', logprobs => 21 },
+    'logprobs', qr/^Requested sample logprobs of 21, which is greater than max allowed: 20$/);
+bad('completions logprobs -1', $cmpl, { prompt => 'a', logprobs => -1 },
+    'logprobs', qr/must be a positive value/);
+bad('top_logprobs -2', $chat, { %m, logprobs => \1, top_logprobs => -2 },
+    'top_logprobs', qr/positive value or -1/);
+bad('logprobs not a boolean in chat', $chat, { %m, logprobs => 2 },
+    'logprobs', qr/must be a boolean/);
+bad('echo with logprobs', $cmpl, { prompt => 'a', echo => \1, logprobs => 1 },
+    'echo', qr/prompt's logprobs/);
+bad('stop_token_ids out of the vocabulary', $cmpl, { prompt => 'a',
+    stop_token_ids => [ 999999 ] }, 'stop_token_ids', qr/out-of-vocab/);
+bad('stop_token_ids not ids', $cmpl, { prompt => 'a',
+    stop_token_ids => [ 'x' ] }, 'stop_token_ids', qr/list of token ids/);
+bad('min_tokens -1', $cmpl, { prompt => 'a', min_tokens => -1 },
+    'min_tokens', qr/^min_tokens must be greater than or equal to 0, got -1\.$/);
+bad('min_tokens above a prompt\'s capped max_tokens', $cmpl,
+    { prompt => [ 'a', [ (1000) x 250 ] ], max_tokens => 10, min_tokens => 8 },
+    'min_tokens', qr/^min_tokens must be less than or equal to max_tokens=6, got 8\.$/);
+bad('ignore_eos not a boolean', $cmpl, { prompt => 'a', ignore_eos => 1 },
+    'ignore_eos', qr/must be a boolean/);
+bad('seed a string', $cmpl, { prompt => 'a', seed => 'x' }, 'seed',
+    qr/must be an integer/);
+bad('logit_bias value not a number', $cmpl, { prompt => 'a',
+    logit_bias => { 5 => 'x' } }, 'logit_bias', qr/values must be numbers/);
+bad('max_completion_tokens 0', $chat, { %m, max_completion_tokens => 0 },
+    'max_completion_tokens', qr/^max_completion_tokens must be at least 1, got 0\.$/);
+bad('a prompt list mixing in a number', $cmpl, { prompt => [ 'a', 5 ] },
+    'prompt', qr/prompt\[1\] must be a non-empty string or a non-empty list/);
+bad('an empty token list in the prompts', $cmpl, { prompt => [ [1], [] ] },
+    'prompt', qr/prompt\[1\] .*an empty list/);
+
+$t->done;
+done_testing();
