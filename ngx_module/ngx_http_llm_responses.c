@@ -184,11 +184,15 @@ ngx_http_llm_responses_parse(ngx_http_llm_job_t *job, yajl_val root)
         goto nomem;
     }
 
+    yajl_gen_array_open(g);
+
     if (ngx_http_llm_responses_input(job, input, g) != NGX_OK) {
         yajl_gen_free(g);
         free(prev);
         return;
     }
+
+    yajl_gen_array_close(g);
 
     now = ngx_http_llm_gen_text(g, &now_len);
     yajl_gen_free(g);
@@ -198,8 +202,10 @@ ngx_http_llm_responses_parse(ngx_http_llm_job_t *job, yajl_val root)
         goto nomem;
     }
 
+    /* the members, without the array's brackets */
     messages = ngx_http_llm_responses_messages(job, root, prev, prev_len,
-                                               (u_char *) now, now_len);
+                                               (u_char *) now + 1,
+                                               now_len - 2);
     free(prev);
     free(now);
 
@@ -413,7 +419,7 @@ nomem:
 
 
 /*
- * The input as chat messages, members of a JSON array written to g:
+ * The input as chat messages, into the JSON array open in g:
  * a string is one user message; items follow vLLM's
  * construct_chat_messages_with_tool_call() (an assistant's function calls
  * and reasoning join the assistant message before them).
@@ -962,7 +968,7 @@ nomem:
 }
 
 
-/* yajl_gen helpers: the text without the array brackets of a list */
+/* yajl_gen helpers: what was generated, as a malloc()ed string */
 
 static char *
 ngx_http_llm_gen_text(yajl_gen g, size_t *len)

@@ -1,0 +1,57 @@
+// Drives POST /v1/responses with the official OpenAI client (npm `openai`),
+// unmodified: responses.create (plain and streamed), the responses.stream()
+// helper's final response, a continuation by previous_response_id, and an
+// unknown previous_response_id.  Prints one JSON object with what the
+// client returned; t/api_responses.t checks it.
+// usage: node t/nginx/responses_client.mjs BASE_URL MODEL
+import { createRequire } from 'module';
+import path from 'path';
+
+const require = createRequire(path.join(process.env.NODE_PATH || '.', 'x.js'));
+const { OpenAI } = require('openai');
+
+const [baseURL, model] = process.argv.slice(2);
+const client = new OpenAI({ baseURL, apiKey: 'sk-none', maxRetries: 0,
+                            timeout: 60000 });
+const params = { model, input: 'Tell me a story.', instructions: 'Be brief.',
+                 max_output_tokens: 6, temperature: 0 };
+const out = {};
+
+out.plain = await client.responses.create(params);
+out.plain_output_text = out.plain.output_text;
+
+const stream = await client.responses.create({ ...params, stream: true });
+const events = [];
+for await (const e of stream) {
+    events.push(e);
+}
+out.stream = {
+    types: events.map((e) => e.type),
+    sequence: events.map((e) => e.sequence_number),
+    text: events.filter((e) => e.type === 'response.output_text.delta')
+                .map((e) => e.delta).join(''),
+    completed: events.at(-1).response,
+    with_metrics: events.filter((e) => e.response
+                                       && e.response.metrics !== undefined)
+                        .map((e) => e.type),
+};
+
+const helper = client.responses.stream({ ...params, max_output_tokens: 4 });
+const final = await helper.finalResponse();
+out.helper = { output_text: final.output_text, status: final.status,
+               usage: final.usage };
+
+out.next = await client.responses.create({
+    model, input: 'And then?', previous_response_id: out.plain.id,
+    max_output_tokens: 3, temperature: 0 });
+
+try {
+    await client.responses.create({ model, input: 'x',
+                                    previous_response_id: 'resp_nope' });
+    out.error = null;
+} catch (e) {
+    out.error = { status: e.status, type: e.type, param: e.param,
+                  message: e.message, name: e.constructor.name };
+}
+
+process.stdout.write(JSON.stringify(out) + '\n');
