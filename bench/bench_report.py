@@ -17,16 +17,16 @@ def main():
     dtype, path = sys.argv[1], sys.argv[2]
     v = {s: {'pp': [], 'tg': []} for s in ('ngx_llm', 'llama.cpp', 'llama.cpp-npm')}
     with open(path) as f:
-        for line in f:
-            r = json.loads(line)
-            res = r['result']
-            if r['side'] in ('ngx_llm', 'llama.cpp-npm'):
-                v[r['side']]['pp'].append(res['prefill_tokens_per_s'])
-                v[r['side']]['tg'].append(res['decode_tokens_per_s'])
-            elif res.get('n_gen', 0) > 0:
-                v['llama.cpp']['tg'].append(res['avg_ts'])
-            else:
-                v['llama.cpp']['pp'].append(res['avg_ts'])
+        runs = [json.loads(line) for line in f]
+    for r in runs:
+        res = r['result']
+        if r['side'] in ('ngx_llm', 'llama.cpp-npm'):
+            v[r['side']]['pp'].append(res['prefill_tokens_per_s'])
+            v[r['side']]['tg'].append(res['decode_tokens_per_s'])
+        elif res.get('n_gen', 0) > 0:
+            v['llama.cpp']['tg'].append(res['avg_ts'])
+        else:
+            v['llama.cpp']['pp'].append(res['avg_ts'])
     v = {s: d for s, d in v.items() if d['pp'] and d['tg']}
     med = {s: {k: statistics.median(x) for k, x in d.items()} for s, d in v.items()}
     ratio = {k: med['ngx_llm'][k] / med['llama.cpp'][k] for k in ('pp', 'tg')}
@@ -44,6 +44,9 @@ def main():
         print(f'{dtype}: llama.cpp prebuilt npm libraries: prefill {npm["pp"]:.1f} tok/s (ratio '
               f'{med["ngx_llm"]["pp"] / npm["pp"]:.2f}x), decode {npm["tg"]:.1f} tok/s (ratio '
               f'{med["ngx_llm"]["tg"] / npm["tg"]:.2f}x)')
+    loads = [r['load'] for r in runs if 'load' in r]
+    if loads:
+        print(f'{dtype}: 1-minute load average at the start of each run: {loads}')
     print(json.dumps({'dtype': dtype, 'median': med, 'ratio': ratio,
                       'runs': len(v['ngx_llm']['pp'])}))
 

@@ -68,7 +68,7 @@ for dtype in $DTYPES; do
     i=0
     while [ $i -lt "$RUNS" ]; do
         i=$((i + 1))
-        printf '{"side":"ngx_llm","run":%d,"result":%s}\n' $i \
+        printf '{"side":"ngx_llm","run":%d,"load":%s,"result":%s}\n' $i "$(cut -d' ' -f1 /proc/loadavg)" \
             "$("$LLM" bench --model "$model" --prompt-len "$PROMPT" --gen-len "$GEN" \
                 --threads "$THREADS" --reps 1 --json)" >> "$log"
         printf '{"side":"llama.cpp","run":%d,"result":%s}\n' $i \
