@@ -134,6 +134,22 @@ is($last->{usage}{prompt_tokens}, $r->{json}{usage}{prompt_tokens},
 ok(!grep({ exists $_->{metrics} } @chunks),
    'stream n=3: no metrics anywhere (vLLM: None, dropped)');
 
+# a client that leaves cancels every sample; the log bills what they made
+my $sock = $t->raw_socket('POST', $chat, { %samp, messages => \@msgs, n => 3,
+                                          max_tokens => 200, seed => 9,
+                                          stream => \1 });
+my $got = '';
+while (sysread($sock, my $buf, 65536)) {
+    $got .= $buf;
+    last if (() = $got =~ /"content":"[^"]/g) >= 6;
+}
+close $sock;
+$f = log_fields($t->wait_log_line(qr{^/v1/chat/completions 200 .*finish=abort})
+                // '');
+is($f->{finish}, 'abort', 'n=3, client gone: finish abort');
+ok($f->{completion} >= 3 && $f->{completion} < 600,
+   "n=3, client gone: the tokens of all samples so far ($f->{completion})");
+
 # --- several prompts: index = prompt * n + i, usage exact ---
 
 my @prompts = ('Once upon a time', 'The weather today');
