@@ -431,6 +431,7 @@ ngx_http_llm_seq_create(ngx_http_request_t *r, ngx_http_llm_seq_t *seq)
     }
 
     llm_request_set_data(lr, seq);
+    llm_request_set_arrival(lr, seq->ctx->arrival);
     seq->lreq = lr;
 
     return NGX_OK;

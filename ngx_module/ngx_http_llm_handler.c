@@ -220,6 +220,9 @@ ngx_http_llm_body_handler(ngx_http_request_t *r)
     ctx->prefix_caching = lmcf->enable_prefix_caching;
     ctx->log_stats = lmcf->log_stats;
 
+    /* Prometheus' TTFT and e2e latency start here: vLLM's arrival */
+    ctx->arrival = llm_now();
+
     hcln = ngx_http_cleanup_add(r, 0);
     if (hcln == NULL) {
         ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
@@ -422,11 +425,6 @@ ngx_http_llm_start(ngx_http_request_t *r)
     {
         ngx_http_finalize_request(r, ngx_http_llm_tokenize_send(r, ctx));
         return;
-    }
-
-    if (job->sp.n > 1) {
-        /* timing belongs to one sequence: vLLM's metrics are null */
-        ctx->metrics = 0;
     }
 
     ctx->stream = job->stream;

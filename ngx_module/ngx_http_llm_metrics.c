@@ -207,7 +207,9 @@ ngx_http_llm_metrics_body(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx)
  * "usage" in vLLM's field order, for the whole request (ctx->stats: every
  * prompt once, every sequence's tokens).  A body (NGX_HTTP_LLM_USAGE_BODY)
  * is dumped by vLLM with every field ("prompt_tokens_details": null);
- * stream chunks carry only the three counts.
+ * stream chunks carry only the three counts.  With prefix caching on, the
+ * body and the final usage chunk have {"cached_tokens": n} instead (vLLM:
+ * with --enable-prompt-tokens-details; OpenAI: always), 0 included.
  */
 
 ngx_int_t
@@ -217,7 +219,13 @@ ngx_http_llm_usage_json(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_usage_counts(j, ctx->stats.prompt_tokens,
                               ctx->stats.completion_tokens);
 
-    if (what == NGX_HTTP_LLM_USAGE_BODY) {
+    if (what != NGX_HTTP_LLM_USAGE_CHUNK && ctx->prefix_caching) {
+        ngx_http_llm_json_lit(j, ",\"prompt_tokens_details\":"
+                              "{\"cached_tokens\":");
+        ngx_http_llm_json_int(j, ctx->stats.cached_tokens);
+        ngx_http_llm_json_lit(j, "}");
+
+    } else if (what == NGX_HTTP_LLM_USAGE_BODY) {
         ngx_http_llm_json_lit(j, ",\"prompt_tokens_details\":null");
     }
 

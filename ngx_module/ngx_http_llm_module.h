@@ -155,7 +155,7 @@ typedef struct {
     unsigned                    echo_only:1;   /* echo with max_tokens 0 */
     unsigned                    add_generation_prompt:1;
     unsigned                    echo_requested:1;
-    unsigned                    token_strs:1;  /* /tokenize: return_token_strs */
+    unsigned                    token_strs:1;  /* return_token_strs */
 } ngx_http_llm_job_t;
 
 
@@ -212,6 +212,7 @@ struct ngx_http_llm_ctx_s {
     ngx_str_t                   id;            /* "chatcmpl-..." */
     ngx_str_t                   model;         /* served model name */
     time_t                      created;
+    double                      arrival;       /* llm_now(): body read */
 
     /*
      * The whole request: with one sequence its record; with several the

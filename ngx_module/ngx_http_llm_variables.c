@@ -162,12 +162,15 @@ ngx_http_llm_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
         goto integer;
 
     case NGX_HTTP_LLM_VAR_SPEC_ACCEPTANCE:
-        if (st->num_spec_steps <= 0) {
-            v->not_found = 1;
+        if (st->num_spec_tokens <= 0) {
+            v->not_found = 1;       /* no llm_speculative */
             return NGX_OK;
         }
 
-        value = 1.0 + (double) st->num_accepted_tokens / st->num_spec_steps;
+        /* mean_acceptance_length: 1.0 when nothing was drafted */
+        value = st->num_spec_steps > 0
+                ? 1.0 + (double) st->num_accepted_tokens / st->num_spec_steps
+                : 1.0;
         goto fraction;
 
     default:

@@ -51,7 +51,7 @@ like($r->{content},
         "finish_reason":"length","stop_reason":null,"token_ids":null\}\],
         "service_tier":null,"system_fingerprint":null,
         "usage":\{"prompt_tokens":\d+,"total_tokens":\d+,
-        "completion_tokens":6,"prompt_tokens_details":null\},
+        "completion_tokens":6,"prompt_tokens_details":\{"cached_tokens":\d+\}\},
         "prompt_logprobs":null,"prompt_token_ids":null,
         "kv_transfer_params":null,"metrics":null\}$/x,
      'chat: vLLM key order and nulls, "metrics": null when off');
@@ -128,8 +128,10 @@ is($chunks[-1], $usage[0], 'the usage chunk is the last before [DONE]');
 like((split /\n\n/, $r->{content})[-2],
      qr/^data:[ ]\{"id":$ID,"object":"chat\.completion\.chunk","created":\d+,
         "model":"tiny","choices":\[\],"usage":\{"prompt_tokens":\d+,
-        "total_tokens":\d+,"completion_tokens":4\}\}$/x,
-     'usage chunk: choices [], nulls dropped, no metrics when off');
+        "total_tokens":\d+,"completion_tokens":4,
+        "prompt_tokens_details":\{"cached_tokens":\d+\}\}\}$/x,
+     'usage chunk: choices [], nulls dropped, cached tokens, no metrics '
+     . 'when off');
 
 # stream_options {} means include_usage (StreamOptions default)
 $r = $t->stream('/v1/chat/completions', { %greedy, max_tokens => 2,

