@@ -1,0 +1,45 @@
+
+/*
+ * ngx_http_llm_responses.h -- what the two halves of /responses share:
+ * ngx_http_llm_responses_input.c (thread pool: the request made into chat
+ * messages) and ngx_http_llm_responses.c (event loop: the response object
+ * and its events).
+ */
+
+
+#ifndef _NGX_HTTP_LLM_RESPONSES_H_INCLUDED_
+#define _NGX_HTTP_LLM_RESPONSES_H_INCLUDED_
+
+
+#include "ngx_http_llm_module.h"
+
+
+enum {
+    NGX_HTTP_LLM_ECHO_INSTRUCTIONS = 0,
+    NGX_HTTP_LLM_ECHO_METADATA,
+    NGX_HTTP_LLM_ECHO_TOOL_CHOICE,
+    NGX_HTTP_LLM_ECHO_TOOLS,
+    NGX_HTTP_LLM_ECHO_PREVIOUS,
+    NGX_HTTP_LLM_ECHO_REASONING,
+    NGX_HTTP_LLM_ECHO_SERVICE_TIER,
+    NGX_HTTP_LLM_ECHO_TEXT,
+    NGX_HTTP_LLM_ECHO_USER,
+    NGX_HTTP_LLM_ECHO_N
+};
+
+
+/* the request fields a response shows, as JSON text (NULL: the default) */
+struct ngx_http_llm_responses_s {
+    char                       *echo[NGX_HTTP_LLM_ECHO_N];
+    size_t                      echo_len[NGX_HTTP_LLM_ECHO_N];
+
+    /* the conversation without the system message: JSON array members */
+    char                       *history;
+    size_t                      history_len;
+
+    unsigned                    store:1;
+    unsigned                    parallel_tool_calls:1;
+};
+
+
+#endif /* _NGX_HTTP_LLM_RESPONSES_H_INCLUDED_ */
