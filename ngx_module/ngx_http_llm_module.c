@@ -179,6 +179,13 @@ static ngx_command_t  ngx_http_llm_commands[] = {
       NGX_HTTP_LLM_HANDLER_HEALTH,
       NULL },
 
+    { ngx_string("llm_prometheus"),
+      NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
+      ngx_http_llm_handler_set,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      NGX_HTTP_LLM_HANDLER_PROMETHEUS,
+      NULL },
+
       ngx_null_command
 };
 
@@ -370,7 +377,9 @@ ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"%s\" requires \"llm_model\" in the http block",
                            conf->handler == NGX_HTTP_LLM_HANDLER_API
-                           ? "llm_api" : "llm_health");
+                           ? "llm_api"
+                           : conf->handler == NGX_HTTP_LLM_HANDLER_HEALTH
+                           ? "llm_health" : "llm_prometheus");
         return NGX_CONF_ERROR;
     }
 
@@ -529,7 +538,7 @@ ngx_http_llm_speculative(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_llm_main_conf_t *lmcf = conf;
 
-    ngx_int_t    n, *slot;
+    ngx_int_t    n, max, *slot;
     ngx_str_t   *value, v;
     ngx_uint_t   i;
 
@@ -576,11 +585,14 @@ ngx_http_llm_speculative(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         v.len = value[i].data + value[i].len - v.data;
         n = ngx_atoi(v.data, v.len);
 
-        if (n == NGX_ERROR || n < 1 || n > 64) {
+        /* the engine verifies at most LLM_SPEC_MAX_TOKENS drafts a step */
+        max = (slot == &lmcf->spec_tokens) ? LLM_SPEC_MAX_TOKENS : 64;
+
+        if (n == NGX_ERROR || n < 1 || n > max) {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "\"llm_speculative\": invalid value in "
-                               "\"%V\", must be an integer from 1 to 64",
-                               &value[i]);
+                               "\"%V\", must be an integer from 1 to %i",
+                               &value[i], max);
             return NGX_CONF_ERROR;
         }
 
@@ -599,7 +611,7 @@ ngx_http_llm_speculative(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
-/* llm_api, llm_health: the content handler of a location */
+/* llm_api, llm_health, llm_prometheus: the content handler of a location */
 
 static char *
 ngx_http_llm_handler_set(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
@@ -617,11 +629,19 @@ ngx_http_llm_handler_set(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
 
-    if (llcf->handler == NGX_HTTP_LLM_HANDLER_API) {
-        clcf->handler = ngx_http_llm_api_handler;
+    switch (llcf->handler) {
 
-    } else {
+    case NGX_HTTP_LLM_HANDLER_API:
+        clcf->handler = ngx_http_llm_api_handler;
+        break;
+
+    case NGX_HTTP_LLM_HANDLER_HEALTH:
         clcf->handler = ngx_http_llm_health_handler;
+        break;
+
+    default: /* NGX_HTTP_LLM_HANDLER_PROMETHEUS */
+        clcf->handler = ngx_http_llm_prometheus_handler;
+        break;
     }
 
     lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_llm_module);
