@@ -11,14 +11,20 @@
  *   ngx_http_llm_handler.c    route, method, read the body, post a task
  *   ngx_http_llm_chat.c       (thread pool) parse, render template, tokenize
  *   ngx_http_llm_completions.c            (the same for /completions)
+ *   ngx_http_llm_responses_input.c        (the same for /responses)
  *   ngx_http_llm_params.c     (thread pool) sampling fields -> params
- *   ngx_http_llm_engine.c     submit; eventfd -> drain -> ready queue
- *   ngx_http_llm_chat.c       render chunks / the final body
+ *   ngx_http_llm_engine.c     submit a sequence per prompt and sample;
+ *                             eventfd -> drain -> ready queue
+ *   ngx_http_llm_chat.c       render chunks / the final body (and
+ *                             _completions.c, _responses.c)
  *   ngx_http_llm_output.c     SSE framing, writes with backpressure
  *   ngx_http_llm_variables.c  $llm_* for the access log
  *
  * and beside the request path: ngx_http_llm_prometheus.c (llm_prometheus,
- * vLLM's /metrics text from one snapshot of the engine's counters).
+ * vLLM's /metrics text from one snapshot of the engine's counters),
+ * ngx_http_llm_tokenize.c (/tokenize and /detokenize: the thread pool
+ * answers, no engine), ngx_http_llm_store.c (finished responses kept for
+ * previous_response_id).
  */
 
 
