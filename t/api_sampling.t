@@ -20,11 +20,17 @@ use lib "$FindBin::Bin/nginx";
 use List::Util qw(max sum);
 use Test::More;
 use NginxLLM;
+use Prometheus;
 
 my $model = NginxLLM->model(tie => 0);
 my $build = NginxLLM::build_dir();
 
-my $t = NginxLLM->new(model => $model, http => 'llm_per_request_metrics on;');
+my $t = NginxLLM->new(model => $model, http => 'llm_per_request_metrics on;',
+                      locations => <<'LOC');
+        location /v1/ { llm_api; }
+        location = /health { llm_health; }
+        location = /metrics { llm_prometheus; }
+LOC
 $t->start;
 
 my $chat = '/v1/chat/completions';
@@ -168,6 +174,27 @@ is($r->{json}{usage}{prompt_tokens},
    'usage: every prompt counted once');
 is($r->{json}{usage}{completion_tokens}, 16, 'usage: every sample\'s tokens');
 like($r->{content}, qr/"metrics":null\}$/, 'several prompts: "metrics": null');
+
+# Prometheus counts every sequence as the engine request it is: its
+# tokens, its prompt (as vLLM, whose samples are child requests), its
+# finish, and request_params_n once per prompt
+my $before = Prometheus::parse($t->get('/metrics')->{content});
+$r = $t->post($cmpl, { %samp, prompt => \@prompts, max_tokens => 4,
+                       seed => 5, n => 2 });
+my $after = Prometheus::parse($t->get('/metrics')->{content});
+my $delta = sub {
+    my ($name, @l) = @_;
+    return ($after->value($name, @l) // 0) - ($before->value($name, @l) // 0);
+};
+is($delta->('vllm:generation_tokens_total'), 16,
+   'Prometheus: the tokens of every sample');
+is($delta->('vllm:prompt_tokens_total'), 2 * $r->{json}{usage}{prompt_tokens},
+   'Prometheus: every sequence\'s prompt (usage counts each prompt once)');
+is($delta->('vllm:request_success_total', finished_reason => 'length'), 4,
+   'Prometheus: four finished engine requests');
+is($delta->('vllm:request_params_n_count'), 2,
+   'Prometheus: request_params_n observed once per prompt');
+is($delta->('vllm:request_params_n_sum'), 4, 'Prometheus: with n = 2');
 
 # token-id prompts: a list of lists of ints is several prompts
 my @ids = map { cli_json('tokenize', '--model', $model, '--special', $_) }
