@@ -353,6 +353,13 @@ llm_engine_release_all(llm_engine *e)
     llm_request  *r, *next;
     int           i;
 
+    /* first the ready list: an unfinished request on it is also queued or
+     * running, and its reference is dropped below -- possibly the last */
+    for (i = 0; i < e->ready.n; i++) {
+        if (e->ready.items[i]->out_finish != LLM_FINISH_NONE) {
+            llm_request_unref(e->ready.items[i]);
+        }
+    }
     for (i = 0; i < e->submitted.n; i++) {
         llm_request_unref(e->submitted.items[i]);
     }
@@ -362,11 +369,6 @@ llm_engine_release_all(llm_engine *e)
     for (r = e->sched.wait_head; r; r = next) {
         next = r->next;
         llm_request_unref(r);
-    }
-    for (i = 0; i < e->ready.n; i++) {
-        if (e->ready.items[i]->out_finish != LLM_FINISH_NONE) {
-            llm_request_unref(e->ready.items[i]);
-        }
     }
 }
 

