@@ -16,16 +16,16 @@
 # --json`: (ids - 1) / generation_ms) and through nginx (two nginx, with
 # and without llm_speculative; (completion_tokens - 1) /
 # generation_time_ms of the per-request metrics), the two sides
-# alternately, ROUNDS times; ratios are taken within a round, medians
-# reported.  Results: BUILD/bench/spec_bench.json.  Not part of make test.
+# alternately (which side goes first alternates too), ROUNDS times; ratios
+# are taken within a round, medians reported.  Results: BUILD/bench/spec_bench.json.  Not part of make test.
 #
 # usage: bench/spec_bench.sh [BUILD_DIR]
-#   env: ROUNDS=3 THREADS=2 GEN=128 K=4
+#   env: ROUNDS=7 THREADS=2 GEN=128 K=4
 set -eu
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD=$(realpath -m "${1:-build}")
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-7}
 THREADS=${THREADS:-2}
 GEN=${GEN:-128}
 K=${K:-4}
@@ -149,16 +149,26 @@ for port in $PORT0 $((PORT0 + 1)) $((PORT0 + 2)) $((PORT0 + 3)); do
         -H 'Content-Type: application/json' \
         -d '{"prompt": "warm up", "max_tokens": 4}'
 done
+# one side of each pair first in odd rounds, the other in even ones, so
+# that a drift of the machine's load favours neither
+pair() {   # workload model spec-port plain-port
+    if [ $((r % 2)) = 1 ]; then
+        engine "$1" "$2" 1
+        engine "$1" "$2" 0
+        http "$1" "$3" true
+        http "$1" "$4" false
+    else
+        engine "$1" "$2" 0
+        engine "$1" "$2" 1
+        http "$1" "$4" false
+        http "$1" "$3" true
+    fi
+}
+
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
-    engine repetitive "$OUT/llama3-357m-bf16-tied" 1
-    engine repetitive "$OUT/llama3-357m-bf16-tied" 0
-    http repetitive $PORT0 true
-    http repetitive $((PORT0 + 1)) false
-    engine none "$OUT/llama3-357m-bf16" 1
-    engine none "$OUT/llama3-357m-bf16" 0
-    http none $((PORT0 + 2)) true
-    http none $((PORT0 + 3)) false
+    pair repetitive "$OUT/llama3-357m-bf16-tied" $PORT0 $((PORT0 + 1))
+    pair none "$OUT/llama3-357m-bf16" $((PORT0 + 2)) $((PORT0 + 3))
     echo "round $r/$ROUNDS done, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
     r=$((r + 1))
 done
