@@ -319,12 +319,16 @@ is(scalar keys %{ $r->{json}{metrics} }, 5,
 
 # --- n > 1: the metrics object is null (vLLM: one sequence only) ---
 
-$r = $t->post('/v1/completions', { prompt => 'x', max_tokens => 3, n => 2,
-                                   %greedy });
-SKIP: {
-    skip 'n > 1 is not served yet', 1 if $r->{status} == 400;
-    like($r->{content}, qr/"metrics":null\}$/, 'n = 2: "metrics": null');
-}
+my %two = (prompt => $prompts[0], max_tokens => 8, n => 2,
+           temperature => 1.0, seed => 5);
+$r = $t->post('/v1/completions', \%two);
+is($r->{status}, 200, 'n = 2: 200');
+like($r->{content}, qr/"metrics":null\}$/, 'n = 2: "metrics": null');
+$r = $t->stream('/v1/completions', { %two, stream => \1,
+    stream_options => { include_usage => \1 } });
+@chunks = grep { ref } @{ $r->{events} };
+ok($chunks[-1]{usage} && !exists $chunks[-1]{metrics},
+   'n = 2, stream: the usage chunk has no metrics');
 
 $t->done;
 $p->done;
