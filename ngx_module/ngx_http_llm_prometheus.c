@@ -153,8 +153,8 @@ ngx_http_llm_prometheus_handler(ngx_http_request_t *r)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    /* the whole text is about 40 KB with the spec counters */
-    ngx_http_llm_json_init(&pm.out, r->pool, 48 * 1024);
+    /* the whole text is about 25 KB with the spec-decode counters */
+    ngx_http_llm_json_init(&pm.out, r->pool, 32 * 1024);
 
     ngx_http_llm_prom_render(&pm, st, lmcf->spec_tokens);
 
