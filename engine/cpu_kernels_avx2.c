@@ -33,7 +33,7 @@ llm_hsum256(__m256 v)
     _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (p)))
 #define MR                  2
 #define NR                  5
-#define TNR                 6
+#define TNR2                6
 #define TMV                 2
 #define KSUFFIX(name)       name##_avx2
 #define KISA                "avx2"

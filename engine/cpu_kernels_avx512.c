@@ -21,7 +21,7 @@
     _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) (p)))
 #define MR                  4
 #define NR                  6
-#define TNR                 6
+#define TNR2                8
 #define TMV                 4
 #define KSUFFIX(name)       name##_avx512
 #define KISA                "avx512"

@@ -60,7 +60,7 @@ llm_v4_f16(const uint16_t *p)
 #define VLOAD_F16(p)        llm_v4_f16(p)
 #define MR                  2
 #define NR                  4
-#define TNR                 4
+#define TNR2                6
 #define TMV                 2
 #define KSUFFIX(name)       name##_generic
 #define KISA                "generic"

@@ -11,7 +11,9 @@
  *   VLOAD_BF16(p)         VLEN bf16 values widened to f32
  *   VLOAD_F16(p)          VLEN f16 values widened to f32
  *   MR, NR                the dot-product register tile (x rows by weight rows)
- *   TNR, TMV              the outer-product tile (weight rows by vectors of tokens)
+ *   TMV, TNR2             outer-product tiles: at most TMV vectors of tokens;
+ *                         weight rows per tile for 2 vectors (1 takes 12,
+ *                         3 and 4 take 6)
  *   KSUFFIX(name)         name##_<isa>
  *   KISA                  "<isa>"
  *
@@ -36,7 +38,7 @@
 #define LLM_MATMUL_NB      48           /* weight rows widened per block */
 #define LLM_MATMUL_MB      64           /* x rows per block */
 #define LLM_MATMUL_SMALL_M MR           /* below this: widen on the fly */
-#define LLM_MATMUL_OUTER_M (2 * VLEN)   /* from here: outer-product tiles */
+#define LLM_MATMUL_OUTER_M VLEN         /* from here: outer-product tiles */
 #define LLM_MATMUL_TMB     (TMV * VLEN) /* tokens per outer-product block */
 #define LLM_MATMUL_MC_BYTES (512 * 1024) /* token panels kept in L2 */
 #define LLM_MATMUL_KC      128          /* inputs per slice: tokens in L1 */
@@ -218,31 +220,35 @@ KSUFFIX(matmul_blocked)(const int dt, const float *x, int ldx, int M,
 }
 
 
+/* Weight rows per outer-product tile for mv token vectors: enough
+ * independent FMA chains to hide the latency, few enough registers. */
+#define LLM_OUTER_ROWS(mv)   ((mv) == 1 ? 12 : (mv) == 2 ? TNR2 : 6)
+#define LLM_OUTER_MAX_ROWS   12
+
+
 /*
- * Outer-product tile, one slice [k0, k1) of K: a panel of TNR weight rows
- * widened to f32 and interleaved ([K][TNR]) times mv vectors of tokens from
- * the packed token panel ([K][mv * VLEN]).  The accumulators live in cb
- * between slices, so every output is still one FMA chain over k in order.
+ * Outer-product tile, one slice [k0, k1) of K: nr weight rows widened to
+ * f32 (row stride K) times mv vectors of tokens from the packed token panel
+ * ([K][mv * VLEN]).  The accumulators live in cb between slices, so every
+ * output is still one FMA chain over k in order.
  */
 LLM_ALWAYS_INLINE void
-KSUFFIX(tile_outer)(const int mv, const float *wp, int K, const float *xp,
-    int k0, int k1, float *cb)
+KSUFFIX(tile_outer)(const int nr, const int mv, const float *wp, int K,
+    const float *xp, int k0, int k1, float *cb)
 {
-    VEC           acc[TNR][mv], b;
-    const float  *r[TNR];
+    VEC           acc[nr][mv], b;
+    const float  *r[nr];
     int           i, j, k;
 
-    for (i = 0; i < TNR; i++) {
+    for (i = 0; i < nr; i++) {
         for (j = 0; j < mv; j++) {
             acc[i][j] = VLOAD(cb + (i * mv + j) * VLEN);
         }
-    }
-    for (i = 0; i < TNR; i++) {
         r[i] = wp + (size_t) i * K;
     }
     xp += (size_t) k0 * mv * VLEN;
     for (k = k0; k < k1; k++) {
-        for (i = 0; i < TNR; i++) {
+        for (i = 0; i < nr; i++) {
             b = VSET1(r[i][k]);
             for (j = 0; j < mv; j++) {
                 acc[i][j] = VFMA(b, VLOAD(xp + j * VLEN), acc[i][j]);
@@ -250,7 +256,7 @@ KSUFFIX(tile_outer)(const int mv, const float *wp, int K, const float *xp,
         }
         xp += mv * VLEN;
     }
-    for (i = 0; i < TNR; i++) {
+    for (i = 0; i < nr; i++) {
         for (j = 0; j < mv; j++) {
             VSTORE(cb + (i * mv + j) * VLEN, acc[i][j]);
         }
@@ -259,7 +265,7 @@ KSUFFIX(tile_outer)(const int mv, const float *wp, int K, const float *xp,
 
 
 /* Widens weight rows [nb, nb + nlen) to f32 rows, zero rows up to a
- * multiple of TNR. */
+ * multiple of LLM_OUTER_MAX_ROWS. */
 LLM_ALWAYS_INLINE void
 KSUFFIX(pack_weights)(const int dt, const llm_tensor *w, int nb, int nlen,
     float *wp)
@@ -279,7 +285,7 @@ KSUFFIX(pack_weights)(const int dt, const llm_tensor *w, int nb, int nlen,
             dst[k] = KSUFFIX(scalarw)(dt, src, k);
         }
     }
-    for ( ; r % TNR != 0; r++) {
+    for ( ; r % LLM_OUTER_MAX_ROWS != 0; r++) {
         memset(wp + (size_t) r * K, 0, sizeof(float) * K);
     }
 }
@@ -315,12 +321,14 @@ LLM_ALWAYS_INLINE void
 KSUFFIX(matmul_outer)(const int dt, const float *x, int ldx, int M,
     const llm_tensor *w, int n0, int n1, float *y, int ldy, float *scratch)
 {
-    int     mc, mcl, mb, nb, p, i, j, l, k0, k1, mlen, nlen, mv;
-    int     K = w->cols;
-    float  *xp = scratch;
-    float  *wp = xp + (size_t) (M + LLM_MATMUL_TMB) * K;
-    float  *cb = wp + (size_t) LLM_MATMUL_NB * K;
-    float  *c;
+    int          mc, mcl, mb, nb, p, i, j, l, k0, k1, mlen, nlen, mv, nr;
+    int          K = w->cols, pf_lines;
+    size_t       esz = dt == LLM_DTYPE_F32 ? 4 : 2;
+    const char  *pf, *pf_end;
+    float       *xp = scratch;
+    float       *wp = xp + (size_t) (M + LLM_MATMUL_TMB) * K;
+    float       *cb = wp + (size_t) (LLM_MATMUL_NB + LLM_OUTER_MAX_ROWS) * K;
+    float       *c;
 
     /* as many whole token blocks as fit the L2 budget, at least one */
     mcl = (int) (LLM_MATMUL_MC_BYTES / (sizeof(float) * K))
@@ -331,6 +339,19 @@ KSUFFIX(matmul_outer)(const int dt, const float *x, int ldx, int M,
         for (nb = n0; nb < n1; nb += LLM_MATMUL_NB) {
             nlen = n1 - nb < LLM_MATMUL_NB ? n1 - nb : LLM_MATMUL_NB;
             KSUFFIX(pack_weights)(dt, w, nb, nlen, wp);
+            if (nb + LLM_MATMUL_NB < n1) {
+                pf = (const char *) w->data + (size_t) (nb + nlen) * K * esz;
+                pf_end = pf + (size_t) (n1 - nb - nlen < LLM_MATMUL_NB
+                                        ? n1 - nb - nlen : LLM_MATMUL_NB)
+                              * K * esz;
+            } else {
+                pf = pf_end = NULL;
+            }
+            /* spread over this block's tile calls (first token block) */
+            pf_lines = (int) ((pf_end - pf) / 64
+                              / ((nlen + 5) / 6
+                                 * ((K + LLM_MATMUL_KC - 1) / LLM_MATMUL_KC))
+                              + 1);
             for (mb = mc; mb < M && mb < mc + mcl;
                  mb += LLM_MATMUL_TMB)
             {
@@ -338,29 +359,40 @@ KSUFFIX(matmul_outer)(const int dt, const float *x, int ldx, int M,
 
                 mlen = M - mb < LLM_MATMUL_TMB ? M - mb : LLM_MATMUL_TMB;
                 mv = (mlen + VLEN - 1) / VLEN;
-                memset(cb, 0, sizeof(float) * (size_t) nlen * mv * VLEN
-                              + sizeof(float) * TNR * mv * VLEN);
+                nr = LLM_OUTER_ROWS(mv);
+                memset(cb, 0, sizeof(float) * (size_t) (nlen + nr) * mv * VLEN);
                 for (k0 = 0; k0 < K; k0 = k1) {
                     k1 = K - k0 < LLM_MATMUL_KC ? K : k0 + LLM_MATMUL_KC;
-                    for (p = 0; p < nlen; p += TNR) {
+                    for (p = 0; p < nlen; p += nr) {
                         const float  *wb = wp + (size_t) p * K;
+
+                        /* pull the next weight block towards L2 while this
+                         * one computes, so reading and FMAs overlap */
+                        for (l = 0; l < pf_lines && pf < pf_end; l++) {
+                            __builtin_prefetch(pf, 0, 2);
+                            pf += 64;
+                        }
 
                         c = cb + (size_t) p * mv * VLEN;
                         switch (mv) {
                         case 1:
-                            KSUFFIX(tile_outer)(1, wb, K, xb, k0, k1, c);
+                            KSUFFIX(tile_outer)(LLM_OUTER_ROWS(1), 1, wb, K, xb, k0,
+                                                k1, c);
                             break;
 #if TMV >= 2
                         case 2:
-                            KSUFFIX(tile_outer)(2, wb, K, xb, k0, k1, c);
+                            KSUFFIX(tile_outer)(LLM_OUTER_ROWS(2), 2, wb, K, xb, k0,
+                                                k1, c);
                             break;
 #endif
 #if TMV >= 4
                         case 3:
-                            KSUFFIX(tile_outer)(3, wb, K, xb, k0, k1, c);
+                            KSUFFIX(tile_outer)(LLM_OUTER_ROWS(3), 3, wb, K, xb, k0,
+                                                k1, c);
                             break;
                         case 4:
-                            KSUFFIX(tile_outer)(4, wb, K, xb, k0, k1, c);
+                            KSUFFIX(tile_outer)(LLM_OUTER_ROWS(4), 4, wb, K, xb, k0,
+                                                k1, c);
                             break;
 #endif
                         }

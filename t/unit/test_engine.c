@@ -5,8 +5,8 @@
  * KV pool, cancellation returning every block, stop rules, min_tokens,
  * timestamps and queue time, and request validation.
  *
- * Batch invariance: decode steps of fewer than 32 tokens always take the
- * same arithmetic path, so a sequence's logits are bit-identical whatever
+ * Batch invariance: decode steps of fewer than 16 tokens (8 with AVX2)
+ * always take the same arithmetic path, so a sequence's logits are bit-identical whatever
  * else is in the step; larger steps switch the matmuls to outer-product
  * tiles, equal up to f32 rounding.
  *
