@@ -121,6 +121,7 @@ llm_engine_verify(llm_engine *e, llm_request *r, const float *logits,
     }
     /* j drafts accepted; K/V is valid for the decode token and them */
     r->n_computed += 1 + j;
+    e->step_rejected += k - j;
     r->n_draft = 0;
     llm_sched_register_blocks(e, r);
     llm_spec_record(e, r, k, j);
@@ -185,8 +186,6 @@ llm_engine_step(llm_engine *e)
         e->logits = llm_xmalloc(sizeof(float) * need);
         e->logits_cap = (int) need;
     }
-    llm_hist_observe(&e->counters.hist[LLM_H_ITERATION_TOKENS],
-                     e->bb.batch.n_tokens);
     if (e->backend->forward(e->backend, &e->bb.batch, e->logits, err) != 0) {
         fprintf(stderr, "llm engine: %s\n", err);
         for (i = s->step.n - 1; i >= 0; i--) {
@@ -195,7 +194,12 @@ llm_engine_step(llm_engine *e)
         }
         return;
     }
+    e->step_rejected = 0;
     llm_engine_sample_step(e, llm_now());
+    /* vLLM counts the prompt tokens computed and the tokens generated:
+     * drafts that were rejected are neither */
+    llm_hist_observe(&e->counters.hist[LLM_H_ITERATION_TOKENS],
+                     e->bb.batch.n_tokens - e->step_rejected);
 }
 
 

@@ -56,6 +56,7 @@ struct llm_engine {
     int                 logits_cap;
     llm_req_list        changed;            /* have output to publish */
     llm_engine_stats    counters;           /* copied to stats on publish */
+    int                 step_rejected;      /* draft tokens rejected this step */
 
     /* submissions and wakeups, under mu */
     pthread_t           thread;

@@ -117,7 +117,8 @@ llm_engine_accept_token(llm_engine *e, llm_request *r, int32_t id,
         e->counters.prompt_tokens_total += (uint64_t) r->n_prompt;
         llm_hist_observe(&e->counters.hist[LLM_H_TTFT],
                          now - r->stats.arrival);
-    } else {
+    } else if (now > r->stats.last_token) {
+        /* once per step, like vLLM: accepted drafts share their step */
         llm_hist_observe(&e->counters.hist[LLM_H_ITL],
                          now - r->stats.last_token);
     }
