@@ -472,14 +472,18 @@ llm_engine_submit_shared(llm_engine *e, llm_request *r, llm_request *leader)
 }
 
 
-void
+int
 llm_engine_cancel(llm_engine *e, llm_request *r)
 {
+    unsigned  v;
+
+    v = atomic_fetch_or(&r->gate, LLM_GATE_CLOSED);
     atomic_store(&r->cancelled, 1);
     pthread_mutex_lock(&e->mu);
     e->wakeup = 1;
     pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
+    return (int) (v & ~LLM_GATE_CLOSED);
 }
 
 

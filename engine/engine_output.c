@@ -109,6 +109,15 @@ llm_engine_accept_token(llm_engine *e, llm_request *r, int32_t id,
     const char  *piece;
     size_t       len;
     int          n_out, checks;
+    unsigned     gate = atomic_load(&r->gate);
+
+    do {
+        if (gate & LLM_GATE_CLOSED) {
+            /* cancelled: the token is neither kept nor counted */
+            llm_engine_finish(e, r, LLM_FINISH_ABORT, now);
+            return;
+        }
+    } while (!atomic_compare_exchange_weak(&r->gate, &gate, gate + 1));
 
     llm_request_append_token(r, id);
     n_out = ++r->stats.completion_tokens;

@@ -186,7 +186,8 @@ int llm_engine_max_model_len(const llm_engine *e);
  * against the model (NULL and a message in err when invalid, e.g. a prompt
  * longer than max_model_len) and returns a request holding one reference for
  * the caller.  submit() hands it to the engine, which takes its own reference.
- * cancel() is safe at any time; the request then finishes with ABORT.
+ * cancel() is safe at any time; the request then finishes with ABORT and
+ * returns the final number of completion tokens.
  * release() drops the caller's reference; the engine drops its own after the
  * final output was drained.
  */
@@ -204,7 +205,9 @@ int llm_engine_submit(llm_engine *e, llm_request *r);
  * -1 if the prompts differ or r was already submitted. */
 int llm_engine_submit_shared(llm_engine *e, llm_request *r,
     llm_request *leader);
-void llm_engine_cancel(llm_engine *e, llm_request *r);
+/* Cancels r; returns its completion tokens, which no longer change: the
+ * engine keeps and counts no token after the cancel (exact abort billing). */
+int llm_engine_cancel(llm_engine *e, llm_request *r);
 void llm_request_release(llm_request *r);
 
 /* Calls fn for every request with new output; call after notify(). */

@@ -260,6 +260,7 @@ llm_request_release(llm_request *r)
     }
     /* a client that lets go no longer wants the tokens */
     atomic_store(&r->client_gone, 1);
+    atomic_fetch_or(&r->gate, LLM_GATE_CLOSED);
     atomic_store(&r->cancelled, 1);
     llm_request_unref(r);
 }

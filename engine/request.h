@@ -16,6 +16,8 @@
 #include "sampler.h"
 #include "tokenizer.h"
 
+#define LLM_GATE_CLOSED  0x80000000u
+
 typedef enum {
     LLM_REQ_NEW = 0,                    /* created, not yet seen by the engine */
     LLM_REQ_WAITING,                    /* in the scheduler's waiting queue */
@@ -35,6 +37,10 @@ typedef struct {
 struct llm_request {
     atomic_int          refs;
     atomic_int          cancelled;
+    /* tokens accepted so far, and LLM_GATE_CLOSED once cancelled: a token
+     * is only accepted (and counted anywhere) while the gate is open, so
+     * the count a cancel returns is final */
+    atomic_uint         gate;
     atomic_int          client_gone;
     void               *data;           /* the client's */
     int                 submitted;      /* client thread */

@@ -466,7 +466,10 @@ ngx_http_llm_engine_release(ngx_http_llm_ctx_t *ctx)
         llm_request_set_data(seq->lreq, NULL);
 
         if (!seq->engine_done && ctx->submitted) {
-            llm_engine_cancel(w->engine, seq->lreq);
+            /* bill every token the engine generated, also the ones still
+             * on their way here: no more come after the cancel */
+            seq->stats.completion_tokens = llm_engine_cancel(w->engine,
+                                                             seq->lreq);
         }
 
         if (seq->finish == LLM_FINISH_NONE && ctx->submitted) {

@@ -329,6 +329,7 @@ test_cancel_and_stats(void)
     llm_metrics          m;
     int32_t              prompt[20];
     char                 err[LLM_ERR_LEN];
+    int                  n_cancel;
 
     llm_sampling_params_init(&p, llm_engine_model(e));
     p.temperature = 0.0f;
@@ -345,11 +346,14 @@ test_cancel_and_stats(void)
         sem_wait(&w.sem);
         llm_engine_drain(e, on_output, &w);
     }
-    llm_engine_cancel(e, r1);
+    n_cancel = llm_engine_cancel(e, r1);
     wait_all(e, &w, 1);
     tap_ok(a.finish == LLM_FINISH_ABORT && a.n_ids < 200,
            "cancel finishes a running request with abort (%d tokens)",
            a.n_ids);
+    tap_ok(n_cancel == a.stats.completion_tokens && n_cancel == a.n_ids,
+           "cancel returns the final token count (%d), all of them delivered",
+           n_cancel);
     llm_engine_cancel(e, r2);
     wait_all(e, &w, 2);
     llm_engine_stats_get(e, &st);
