@@ -94,7 +94,7 @@ ngx_http_llm_engine_start(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf)
     cfg->max_model_len = (int) lmcf->max_model_len;
     cfg->max_num_seqs = (int) lmcf->max_num_seqs;
     cfg->max_num_batched_tokens = (int) lmcf->max_num_batched_tokens;
-    cfg->kv_cache_bytes = lmcf->kv_cache_size;
+    cfg->kv_cache_bytes = (size_t) lmcf->kv_cache_size;
     cfg->gpu_memory_utilization = lmcf->gpu_util;
     cfg->enable_prefix_caching = (int) lmcf->enable_prefix_caching;
     cfg->spec_tokens = (int) lmcf->spec_tokens;

@@ -104,7 +104,7 @@ static ngx_command_t  ngx_http_llm_commands[] = {
 
     { ngx_string("llm_kv_cache_size"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
-      ngx_conf_set_size_slot,
+      ngx_conf_set_off_slot,
       NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_http_llm_main_conf_t, kv_cache_size),
       NULL },
@@ -251,7 +251,7 @@ ngx_http_llm_create_main_conf(ngx_conf_t *cf)
     lmcf->max_model_len = NGX_CONF_UNSET;
     lmcf->max_num_seqs = NGX_CONF_UNSET;
     lmcf->max_num_batched_tokens = NGX_CONF_UNSET;
-    lmcf->kv_cache_size = NGX_CONF_UNSET_SIZE;
+    lmcf->kv_cache_size = NGX_CONF_UNSET;
     lmcf->enable_prefix_caching = NGX_CONF_UNSET;
     lmcf->log_stats = NGX_CONF_UNSET;
 
@@ -271,7 +271,7 @@ ngx_http_llm_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_value(lmcf->max_model_len, 0);
     ngx_conf_init_value(lmcf->max_num_seqs, 0);
     ngx_conf_init_value(lmcf->max_num_batched_tokens, 0);
-    ngx_conf_init_size_value(lmcf->kv_cache_size, 0);
+    ngx_conf_init_value(lmcf->kv_cache_size, 0);
     ngx_conf_init_value(lmcf->enable_prefix_caching, 1);
     ngx_conf_init_value(lmcf->log_stats, 1);
 

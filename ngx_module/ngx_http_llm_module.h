@@ -93,7 +93,7 @@ typedef struct {
     ngx_int_t                   max_model_len;
     ngx_int_t                   max_num_seqs;
     ngx_int_t                   max_num_batched_tokens;
-    size_t                      kv_cache_size;
+    off_t                       kv_cache_size;      /* accepts k, m, g */
     ngx_str_t                   gpu_memory_utilization;
     double                      gpu_util;
     ngx_flag_t                  enable_prefix_caching;

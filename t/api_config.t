@@ -81,6 +81,9 @@ for my $c (@rejected) {
 is($rc, 0, 'nginx -t accepts speculative settings, a CPU device, 2 workers')
     or diag($out);
 
+($rc, $out) = $t->test_config(engine => "llm_thread_pool llm; llm_kv_cache_size 2g;");
+is($rc, 0, 'nginx -t accepts SPEC\'s "llm_kv_cache_size 2g"') or diag($out);
+
 # --- a model that fails to load: nginx stays up, 503 with the reason ---
 
 my $bad = NginxLLM->new(model => '/nonexistent/model');
