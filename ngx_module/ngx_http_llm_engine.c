@@ -267,9 +267,12 @@ ngx_http_llm_loaded(ngx_log_t *log)
     w->created = ngx_time();
     w->error[0] = '\0';
 
+    /* which device llm_device chose, and why: "auto" on a machine
+     * without a usable GPU says so here */
     ngx_log_error(NGX_LOG_NOTICE, log, 0,
-                  "llm: engine ready on %s, max_model_len %d",
-                  llm_engine_device(w->engine), w->max_model_len);
+                  "llm: engine ready on %s (%s), max_model_len %d",
+                  llm_engine_device(w->engine),
+                  llm_engine_device_reason(w->engine), w->max_model_len);
 }
 
 
