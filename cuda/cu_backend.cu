@@ -26,6 +26,7 @@
 #include "cu_kernels.h"
 #include "cu_plan.h"
 #include "cu_weights.h"
+#include "rope.h"
 
 #define LLM_CU_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -845,7 +846,7 @@ llm_cu_create(const llm_model *m, const llm_backend_config *cfg, int random,
         goto fail;
     }
     inv_freq = (float *) llm_cu_xcalloc(s->hd / 2, sizeof(float));
-    llm_cu_rope_inv_freq(&m->config, inv_freq);
+    llm_rope_inv_freq(&m->config, inv_freq);
     if (LLM_CU_TRY(cudaMemcpy(s->inv_freq, inv_freq,
                               sizeof(float) * (s->hd / 2),
                               cudaMemcpyHostToDevice), err))

@@ -15,6 +15,7 @@
 #include "cu_ref.h"
 #include "cu_util.h"
 #include "cu_weights.h"
+#include "rope.h"
 #include "util.h"
 
 
@@ -451,7 +452,7 @@ llm_ref_upload(llm_cu_ref *r)
         }
     }
     free(segs);
-    llm_cu_rope_inv_freq(&r->m->config, r->s.inv_freq);
+    llm_rope_inv_freq(&r->m->config, r->s.inv_freq);
 }
 
 

@@ -192,31 +192,3 @@ llm_cu_segments(const llm_cu_state *s, const llm_model *m, llm_cu_seg *segs)
     }
     return n;
 }
-
-
-void
-llm_cu_rope_inv_freq(const llm_config *c, float *inv_freq)
-{
-    int     i, half = c->head_dim / 2;
-    double  f, wavelen, lo_wl, hi_wl, smooth;
-
-    for (i = 0; i < half; i++) {
-        f = 1.0 / pow((double) c->rope_theta,
-                      (double) (2 * i) / (double) c->head_dim);
-        if (c->rope_llama3) {
-            lo_wl = c->rope_original_max_pos / c->rope_low_freq_factor;
-            hi_wl = c->rope_original_max_pos / c->rope_high_freq_factor;
-            wavelen = 2.0 * M_PI / f;
-            if (wavelen > lo_wl) {
-                f = f / c->rope_factor;
-            } else if (wavelen >= hi_wl) {
-                smooth = (c->rope_original_max_pos / wavelen
-                          - c->rope_low_freq_factor)
-                         / (c->rope_high_freq_factor
-                            - c->rope_low_freq_factor);
-                f = (1.0 - smooth) * f / c->rope_factor + smooth * f;
-            }
-        }
-        inv_freq[i] = (float) f;
-    }
-}

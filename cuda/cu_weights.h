@@ -43,7 +43,6 @@ int llm_cu_segments(const llm_cu_state *s, const llm_model *m,
 
 /* HF's RoPE inverse frequencies, with Llama 3's scaling when configured:
  * the CPU backend's formula, in double, rounded to float. */
-void llm_cu_rope_inv_freq(const llm_config *c, float *inv_freq);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,7 @@
 
 #include "backend.h"
 #include "cpu_kernels.h"
+#include "rope.h"
 #include "threadpool.h"
 #include "util.h"
 
@@ -81,36 +82,6 @@ llm_kv_bytes_per_token(const llm_config *c, size_t elem_size)
 }
 
 
-/* HF's default inverse frequencies, with Llama 3's scaling when set. */
-static void
-llm_rope_init(const llm_config *c, float *inv_freq)
-{
-    int     i, half = c->head_dim / 2;
-    double  f, wavelen, lo_wl, hi_wl, smooth;
-
-    for (i = 0; i < half; i++) {
-        f = 1.0 / pow((double) c->rope_theta,
-                      (double) (2 * i) / (double) c->head_dim);
-        if (c->rope_llama3) {
-            lo_wl = c->rope_original_max_pos / c->rope_low_freq_factor;
-            hi_wl = c->rope_original_max_pos / c->rope_high_freq_factor;
-            wavelen = 2.0 * M_PI / f;
-            if (wavelen > lo_wl) {
-                f = f / c->rope_factor;
-            } else if (wavelen >= hi_wl) {
-                smooth = (c->rope_original_max_pos / wavelen
-                          - c->rope_low_freq_factor)
-                         / (c->rope_high_freq_factor
-                            - c->rope_low_freq_factor);
-                f = (1.0 - smooth) * f / c->rope_factor + smooth * f;
-            }
-        }
-        inv_freq[i] = (float) f;
-    }
-}
-
-
-/* Per-thread scratch for matmuls of up to n tokens, and for attention. */
 static void
 llm_cpu_reserve_scratch(llm_cpu_backend *b, int n)
 {
@@ -603,7 +574,7 @@ llm_backend_cpu_create(const llm_model *m, const llm_backend_config *cfg,
         return NULL;
     }
     b->inv_freq = llm_xmalloc(sizeof(float) * (c->head_dim / 2));
-    llm_rope_init(c, b->inv_freq);
+    llm_rope_inv_freq(c, b->inv_freq);
 
     n_threads = cfg->threads > 0 ? cfg->threads : 1;
     b->tp = llm_threadpool_create(n_threads);
