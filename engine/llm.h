@@ -52,14 +52,16 @@ typedef enum {
 const char *llm_finish_reason_str(llm_finish_reason r);  /* "stop", "length", ... */
 
 
+/* The request's own values as doubles: validation messages quote them as
+ * Python prints them, and echoes (the Responses object) return them. */
 typedef struct {
-    float         temperature;           /* < 1e-5 means greedy */
-    float         top_p;                 /* (0, 1] */
+    double        temperature;           /* < 1e-5 means greedy */
+    double        top_p;                 /* (0, 1] */
     int           top_k;                 /* 0 = off */
-    float         min_p;                 /* [0, 1] */
-    float         presence_penalty;      /* [-2, 2] */
-    float         frequency_penalty;     /* [-2, 2] */
-    float         repetition_penalty;    /* > 0, 1 = off */
+    double        min_p;                 /* [0, 1] */
+    double        presence_penalty;      /* [-2, 2] */
+    double        frequency_penalty;     /* [-2, 2] */
+    double        repetition_penalty;    /* > 0, 1 = off */
     int           has_seed;
     uint64_t      seed;
     int           max_tokens;            /* capped to max_model_len - prompt */

@@ -81,7 +81,7 @@ typedef struct {
     int32_t    bos_id;            /* -1 if none */
     int        has_temperature, has_top_p, has_top_k, has_min_p,
                has_repetition_penalty;
-    float      temperature, top_p, min_p, repetition_penalty;
+    double     temperature, top_p, min_p, repetition_penalty;
     int        top_k;
 } llm_generation_config;
 

@@ -56,6 +56,22 @@ llm_json_float(yajl_val obj, const char *key, float *out)
 
 
 static int
+llm_json_double(yajl_val obj, const char *key, double *out)
+{
+    yajl_val  v = llm_json_get(obj, key);
+
+    if (v == NULL || YAJL_IS_NULL(v)) {
+        return 0;
+    }
+    if (!YAJL_IS_NUMBER(v)) {
+        return -1;
+    }
+    *out = YAJL_GET_DOUBLE(v);
+    return 1;
+}
+
+
+static int
 llm_json_bool(yajl_val obj, const char *key, int *out)
 {
     yajl_val  v = llm_json_get(obj, key);
@@ -337,12 +353,12 @@ llm_generation_config_load(const char *dir, llm_generation_config *g,
                      path);
             goto fail;
         }
-        g->has_temperature = llm_json_float(root, "temperature",
-                                            &g->temperature) == 1;
-        g->has_top_p = llm_json_float(root, "top_p", &g->top_p) == 1;
+        g->has_temperature = llm_json_double(root, "temperature",
+                                             &g->temperature) == 1;
+        g->has_top_p = llm_json_double(root, "top_p", &g->top_p) == 1;
         g->has_top_k = llm_json_int(root, "top_k", &g->top_k) == 1;
-        g->has_min_p = llm_json_float(root, "min_p", &g->min_p) == 1;
-        g->has_repetition_penalty = llm_json_float(root,
+        g->has_min_p = llm_json_double(root, "min_p", &g->min_p) == 1;
+        g->has_repetition_penalty = llm_json_double(root,
             "repetition_penalty", &g->repetition_penalty) == 1;
     }
     if (g->n_eos == 0

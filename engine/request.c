@@ -32,9 +32,9 @@ void
 llm_sampling_params_init(llm_sampling_params *p, const llm_model *m)
 {
     memset(p, 0, sizeof(*p));
-    p->temperature = 1.0f;
-    p->top_p = 1.0f;
-    p->repetition_penalty = 1.0f;
+    p->temperature = 1.0;
+    p->top_p = 1.0;
+    p->repetition_penalty = 1.0;
     p->logprobs = -1;
     if (m == NULL) {
         return;
@@ -57,6 +57,7 @@ llm_sampling_params_init(llm_sampling_params *p, const llm_model *m)
 }
 
 
+/* vLLM's SamplingParams._verify_args(), in its order. */
 int
 llm_sampling_params_validate(const llm_sampling_params *p,
     const llm_model *m, const char **param, char *err)
@@ -71,6 +72,22 @@ llm_sampling_params_validate(const llm_sampling_params *p,
         return -1;                                                            \
     } while (0)
 
+    if (!(p->presence_penalty >= -2 && p->presence_penalty <= 2)) {
+        LLM_BAD("presence_penalty", "presence_penalty must be in [-2, 2], "
+                "got %s.", llm_pyfloat(f, p->presence_penalty));
+    }
+    if (!(p->frequency_penalty >= -2 && p->frequency_penalty <= 2)) {
+        LLM_BAD("frequency_penalty", "frequency_penalty must be in [-2, 2], "
+                "got %s.", llm_pyfloat(f, p->frequency_penalty));
+    }
+    if (!isfinite(p->repetition_penalty)) {
+        LLM_BAD("repetition_penalty", "repetition_penalty must be a finite "
+                "number");
+    }
+    if (p->repetition_penalty <= 0) {
+        LLM_BAD("repetition_penalty", "repetition_penalty must be greater "
+                "than zero, got %s.", llm_pyfloat(f, p->repetition_penalty));
+    }
     if (!isfinite(p->temperature)) {
         LLM_BAD("temperature", "temperature must be a finite number");
     }
@@ -89,22 +106,6 @@ llm_sampling_params_validate(const llm_sampling_params *p,
     if (!(p->min_p >= 0 && p->min_p <= 1)) {
         LLM_BAD("min_p", "min_p must be in [0, 1], got %s.",
                 llm_pyfloat(f, p->min_p));
-    }
-    if (!(p->presence_penalty >= -2 && p->presence_penalty <= 2)) {
-        LLM_BAD("presence_penalty", "presence_penalty must be in [-2, 2], "
-                "got %s.", llm_pyfloat(f, p->presence_penalty));
-    }
-    if (!(p->frequency_penalty >= -2 && p->frequency_penalty <= 2)) {
-        LLM_BAD("frequency_penalty", "frequency_penalty must be in [-2, 2], "
-                "got %s.", llm_pyfloat(f, p->frequency_penalty));
-    }
-    if (!isfinite(p->repetition_penalty)) {
-        LLM_BAD("repetition_penalty", "repetition_penalty must be a finite "
-                "number");
-    }
-    if (p->repetition_penalty <= 0) {
-        LLM_BAD("repetition_penalty", "repetition_penalty must be greater "
-                "than zero, got %s.", llm_pyfloat(f, p->repetition_penalty));
     }
     if (p->min_tokens < 0) {
         LLM_BAD("min_tokens", "min_tokens must be greater than or equal to "
@@ -186,8 +187,8 @@ llm_request_create(llm_engine *e, const int32_t *prompt, int n_prompt,
     atomic_init(&r->refs, 1);
     r->params = *p;
     /* vLLM: tiny positive temperatures are raised to 0.01 */
-    if (r->params.temperature >= 1e-5f && r->params.temperature < 0.01f) {
-        r->params.temperature = 0.01f;
+    if (r->params.temperature >= 1e-5 && r->params.temperature < 0.01) {
+        r->params.temperature = 0.01;
     }
     room = max_len - n_prompt;
     if (r->params.max_tokens <= 0 || r->params.max_tokens > room) {

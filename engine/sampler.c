@@ -114,8 +114,9 @@ llm_apply_penalties(llm_sampler *s, float *logits, const llm_sample_ctx *c)
             t = i < c->n_prompt ? c->prompt[i] : c->output[i - c->n_prompt];
             if (!s->seen[t]) {
                 s->seen[t] = 1;
-                logits[t] = logits[t] > 0 ? logits[t] / p->repetition_penalty
-                                          : logits[t] * p->repetition_penalty;
+                float  rp = (float) p->repetition_penalty;
+
+                logits[t] = logits[t] > 0 ? logits[t] / rp : logits[t] * rp;
             }
         }
         for (i = 0; i < c->n_prompt + c->n_output; i++) {
@@ -130,8 +131,8 @@ llm_apply_penalties(llm_sampler *s, float *logits, const llm_sample_ctx *c)
         for (i = 0; i < c->n_output; i++) {
             t = c->output[i];
             if (s->counts[t] > 0) {
-                logits[t] -= p->frequency_penalty * (float) s->counts[t]
-                             + p->presence_penalty;
+                logits[t] -= (float) (p->frequency_penalty * s->counts[t]
+                                      + p->presence_penalty);
                 s->counts[t] = 0;       /* once per distinct token, and reset */
             }
         }
@@ -287,7 +288,7 @@ llm_candidates(llm_sampler *s, float *logits, const llm_sample_ctx *c,
 {
     const llm_sampling_params  *p = c->p;
     int                         i, n = 0, k, V = s->vocab;
-    float                       m, inv_t = 1.0f / p->temperature;
+    float                       m, inv_t = (float) (1.0 / p->temperature);
     double                      sum = 0.0, cum, target;
 
     m = logits[llm_argmax(logits, V)] * inv_t;
@@ -302,7 +303,7 @@ llm_candidates(llm_sampler *s, float *logits, const llm_sample_ctx *c,
             continue;
         }
         e = expf(logits[i] * inv_t - m);
-        if (p->min_p > 0.0f && e < p->min_p) {
+        if (p->min_p > 0.0 && e < p->min_p) {
             continue;
         }
         s->probs[i] = e;
@@ -386,7 +387,7 @@ llm_sample_processed(llm_sampler *s, float *logits, const llm_sample_ctx *c,
     if (accepted) {
         *accepted = 0;
     }
-    if (c->p->temperature < 1e-5f) {
+    if (c->p->temperature < 1e-5) {
         id = llm_argmax(logits, s->vocab);
         if (accepted) {
             *accepted = id == draft;

@@ -385,13 +385,3 @@ ngx_http_llm_job_bool(ngx_http_llm_job_t *job, yajl_val root,
 
     return NGX_HTTP_LLM_FIELD_INVALID;
 }
-
-
-/* a float the way Python prints it in vLLM's messages: "got 2.5." */
-
-const char *
-ngx_http_llm_job_fmt(u_char *buf, double v)
-{
-    buf[ngx_http_llm_dtoa(buf, v)] = '\0';
-    return (const char *) buf;
-}

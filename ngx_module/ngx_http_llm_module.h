@@ -346,7 +346,6 @@ ngx_int_t ngx_http_llm_job_int(ngx_http_llm_job_t *job, yajl_val root,
     const char *key, int64_t *out);
 ngx_int_t ngx_http_llm_job_bool(ngx_http_llm_job_t *job, yajl_val root,
     const char *key, ngx_uint_t *out);
-const char *ngx_http_llm_job_fmt(u_char *buf, double v);
 void ngx_http_llm_job_error(ngx_http_llm_job_t *job, ngx_uint_t status,
     const char *param, const char *fmt, ...);
 void ngx_http_llm_job_free(void *data);

@@ -109,99 +109,44 @@ ngx_http_llm_parse_n(ngx_http_llm_job_t *job, yajl_val root)
 static ngx_int_t
 ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job, yajl_val root)
 {
-    u_char                buf[NGX_HTTP_LLM_DTOA_LEN];
     double                d;
     int64_t               n;
     ngx_int_t             rc;
-    ngx_uint_t            flag;
+    ngx_uint_t            i, flag;
     llm_sampling_params  *sp = &job->sp;
+
+    static const struct {
+        const char  *name;
+        size_t       offset;
+    } doubles[] = {
+        { "presence_penalty",
+          offsetof(llm_sampling_params, presence_penalty) },
+        { "frequency_penalty",
+          offsetof(llm_sampling_params, frequency_penalty) },
+        { "repetition_penalty",
+          offsetof(llm_sampling_params, repetition_penalty) },
+        { "temperature", offsetof(llm_sampling_params, temperature) },
+        { "top_p", offsetof(llm_sampling_params, top_p) },
+        { "min_p", offsetof(llm_sampling_params, min_p) },
+    };
 
     /*
      * Absent or null: the default (the model's generation_config, else
-     * vLLM's).  Checks follow the order of vLLM's _verify_args().
+     * vLLM's).  Here only the JSON types are checked; the values' ranges
+     * are vLLM's _verify_args(), which llm_sampling_params_validate()
+     * applies in ngx_http_llm_params_finish(), quoting the request's own
+     * doubles as Python prints them.
      */
 
-    rc = ngx_http_llm_job_double(job, root, "presence_penalty", &d);
-    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
-        return NGX_ERROR;
-    }
-
-    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
-        if (!(d >= -2 && d <= 2)) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
-                                   "presence_penalty", "presence_penalty "
-                                   "must be in [-2, 2], got %s.",
-                                   ngx_http_llm_job_fmt(buf, d));
+    for (i = 0; i < sizeof(doubles) / sizeof(doubles[0]); i++) {
+        rc = ngx_http_llm_job_double(job, root, doubles[i].name, &d);
+        if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
             return NGX_ERROR;
         }
 
-        sp->presence_penalty = (float) d;
-    }
-
-    rc = ngx_http_llm_job_double(job, root, "frequency_penalty", &d);
-    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
-        return NGX_ERROR;
-    }
-
-    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
-        if (!(d >= -2 && d <= 2)) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
-                                   "frequency_penalty", "frequency_penalty "
-                                   "must be in [-2, 2], got %s.",
-                                   ngx_http_llm_job_fmt(buf, d));
-            return NGX_ERROR;
+        if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
+            *(double *) ((char *) sp + doubles[i].offset) = d;
         }
-
-        sp->frequency_penalty = (float) d;
-    }
-
-    rc = ngx_http_llm_job_double(job, root, "repetition_penalty", &d);
-    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
-        return NGX_ERROR;
-    }
-
-    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
-        if (!(d > 0)) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
-                                   "repetition_penalty", "repetition_penalty "
-                                   "must be greater than zero, got %s.",
-                                   ngx_http_llm_job_fmt(buf, d));
-            return NGX_ERROR;
-        }
-
-        sp->repetition_penalty = (float) d;
-    }
-
-    rc = ngx_http_llm_job_double(job, root, "temperature", &d);
-    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
-        return NGX_ERROR;
-    }
-
-    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
-        if (d < 0) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "temperature",
-                                   "temperature must be non-negative, "
-                                   "got %s.", ngx_http_llm_job_fmt(buf, d));
-            return NGX_ERROR;
-        }
-
-        sp->temperature = (float) d;
-    }
-
-    rc = ngx_http_llm_job_double(job, root, "top_p", &d);
-    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
-        return NGX_ERROR;
-    }
-
-    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
-        if (!(d > 0 && d <= 1)) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "top_p",
-                                   "top_p must be in (0, 1], got %s.",
-                                   ngx_http_llm_job_fmt(buf, d));
-            return NGX_ERROR;
-        }
-
-        sp->top_p = (float) d;
     }
 
     rc = ngx_http_llm_job_int(job, root, "top_k", &n);
@@ -210,31 +155,9 @@ ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job, yajl_val root)
     }
 
     if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
-        if (n < -1) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "top_k",
-                                   "top_k must be 0 (disable), or at least "
-                                   "1, got %L.", n);
-            return NGX_ERROR;
-        }
-
-        /* -1 is vLLM's old spelling of "disabled" */
-        sp->top_k = (n == -1 || n > INT32_MAX) ? 0 : (int) n;
-    }
-
-    rc = ngx_http_llm_job_double(job, root, "min_p", &d);
-    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
-        return NGX_ERROR;
-    }
-
-    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
-        if (!(d >= 0 && d <= 1)) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "min_p",
-                                   "min_p must be in [0, 1], got %s.",
-                                   ngx_http_llm_job_fmt(buf, d));
-            return NGX_ERROR;
-        }
-
-        sp->min_p = (float) d;
+        /* -1 is vLLM's old spelling of "disabled"; below that, an error */
+        sp->top_k = n == -1 ? 0 : (int) ngx_max(ngx_min(n, INT32_MAX),
+                                                INT32_MIN);
     }
 
     rc = ngx_http_llm_job_int(job, root, "seed", &n);
@@ -253,14 +176,7 @@ ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job, yajl_val root)
     }
 
     if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
-        if (n < 0 || n > INT32_MAX) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "min_tokens",
-                                   "min_tokens must be greater than or equal "
-                                   "to 0, got %L.", n);
-            return NGX_ERROR;
-        }
-
-        sp->min_tokens = (int) n;
+        sp->min_tokens = (int) ngx_max(ngx_min(n, INT32_MAX), INT32_MIN);
     }
 
     rc = ngx_http_llm_job_bool(job, root, "ignore_eos", &flag);

@@ -41,7 +41,6 @@ static void ngx_http_llm_responses_part(ngx_http_llm_json_t *j,
 static void ngx_http_llm_responses_echoed(ngx_http_llm_json_t *j,
     ngx_http_llm_ctx_t *ctx, ngx_uint_t which, const char *dflt);
 static void ngx_http_llm_responses_store(ngx_http_llm_ctx_t *ctx);
-static double ngx_http_llm_float(float f);
 
 
 ngx_int_t
@@ -240,7 +239,7 @@ static void
 ngx_http_llm_responses_object(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
     ngx_uint_t final)
 {
-    float                       top_p;
+    double                      top_p;
     ngx_uint_t                  incomplete;
     ngx_http_llm_job_t         *job;
     ngx_http_llm_seq_t         *seq;
@@ -290,17 +289,17 @@ ngx_http_llm_responses_object(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
     }
 
     /* what was sampled with: greedy sampling means top_p 1 (vLLM) */
-    top_p = job->sp.temperature < 1e-5f ? 1.0f : job->sp.top_p;
+    top_p = job->sp.temperature < 1e-5 ? 1.0 : job->sp.top_p;
 
     ngx_http_llm_json_lit(j, ",\"temperature\":");
-    ngx_http_llm_json_double(j, ngx_http_llm_float(job->sp.temperature));
+    ngx_http_llm_json_double(j, job->sp.temperature);
     ngx_http_llm_json_lit(j, ",\"tool_choice\":");
     ngx_http_llm_responses_echoed(j, ctx, NGX_HTTP_LLM_ECHO_TOOL_CHOICE,
                                   "\"auto\"");
     ngx_http_llm_json_lit(j, ",\"tools\":");
     ngx_http_llm_responses_echoed(j, ctx, NGX_HTTP_LLM_ECHO_TOOLS, "[]");
     ngx_http_llm_json_lit(j, ",\"top_p\":");
-    ngx_http_llm_json_double(j, ngx_http_llm_float(top_p));
+    ngx_http_llm_json_double(j, top_p);
     ngx_http_llm_json_lit(j, ",\"background\":false,\"max_output_tokens\":");
     ngx_http_llm_json_int(j, job->sp.max_tokens);
     ngx_http_llm_json_lit(j, ",\"max_tool_calls\":null,"
@@ -506,30 +505,4 @@ ngx_http_llm_responses_store(ngx_http_llm_ctx_t *ctx)
                       "llm: out of memory storing response \"%V\"",
                       &ctx->id);
     }
-}
-
-
-/*
- * A parameter kept as a float (0.7f) shown as the number the user wrote
- * (0.7), not as the double nearest the float (0.699999988079071): the
- * shortest decimal that reads back as the same float.
- */
-
-static double
-ngx_http_llm_float(float f)
-{
-    int     prec;
-    char    buf[32];
-    double  d;
-
-    for (prec = 1; prec < 10; prec++) {
-        (void) snprintf(buf, sizeof(buf), "%.*g", prec, (double) f);
-        d = strtod(buf, NULL);
-
-        if ((float) d == f) {
-            return d;
-        }
-    }
-
-    return f;
 }

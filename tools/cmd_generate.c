@@ -258,10 +258,10 @@ llm_cmd_generate(int argc, char **argv)
     llm_sampling_params_init(&p, llm_engine_model(e));
     p.max_tokens = have[MAXT] ? (int) v[MAXT] : 16;
     if (have[TEMP]) {
-        p.temperature = (float) v[TEMP];
+        p.temperature = v[TEMP];
     }
     if (have[TOPP]) {
-        p.top_p = (float) v[TOPP];
+        p.top_p = v[TOPP];
     }
     if (have[TOPK]) {
         p.top_k = (int) v[TOPK];
@@ -271,10 +271,10 @@ llm_cmd_generate(int argc, char **argv)
         p.seed = (uint64_t) (int64_t) v[SEED];
     }
     if (have[FREQ]) {
-        p.frequency_penalty = (float) v[FREQ];
+        p.frequency_penalty = v[FREQ];
     }
     if (have[PRES]) {
-        p.presence_penalty = (float) v[PRES];
+        p.presence_penalty = v[PRES];
     }
     p.ignore_eos = llm_cli_flag(argc, argv, "--ignore-eos");
     if (bias) {
