@@ -40,22 +40,6 @@ llm_json_int(yajl_val obj, const char *key, int *out)
 
 
 static int
-llm_json_float(yajl_val obj, const char *key, float *out)
-{
-    yajl_val  v = llm_json_get(obj, key);
-
-    if (v == NULL || YAJL_IS_NULL(v)) {
-        return 0;
-    }
-    if (!YAJL_IS_NUMBER(v)) {
-        return -1;
-    }
-    *out = (float) YAJL_GET_DOUBLE(v);
-    return 1;
-}
-
-
-static int
 llm_json_double(yajl_val obj, const char *key, double *out)
 {
     yajl_val  v = llm_json_get(obj, key);
@@ -68,6 +52,19 @@ llm_json_double(yajl_val obj, const char *key, double *out)
     }
     *out = YAJL_GET_DOUBLE(v);
     return 1;
+}
+
+
+static int
+llm_json_float(yajl_val obj, const char *key, float *out)
+{
+    double  d;
+    int     rc = llm_json_double(obj, key, &d);
+
+    if (rc == 1) {
+        *out = (float) d;
+    }
+    return rc;
 }
 
 
