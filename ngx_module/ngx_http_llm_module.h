@@ -376,6 +376,8 @@ ngx_int_t ngx_http_llm_health_handler(ngx_http_request_t *r);
 /* ngx_http_llm_output.c */
 ngx_int_t ngx_http_llm_send_json(ngx_http_request_t *r, ngx_uint_t status,
     ngx_http_llm_json_t *j);
+ngx_int_t ngx_http_llm_send_body(ngx_http_request_t *r, ngx_uint_t status,
+    ngx_str_t *type, ngx_http_llm_json_t *j);
 ngx_int_t ngx_http_llm_sse_start(ngx_http_request_t *r);
 void ngx_http_llm_chunk_head(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
     const char *object);

@@ -22,6 +22,18 @@ ngx_int_t
 ngx_http_llm_send_json(ngx_http_request_t *r, ngx_uint_t status,
     ngx_http_llm_json_t *j)
 {
+    ngx_str_t  type = ngx_string("application/json");
+
+    return ngx_http_llm_send_body(r, status, &type, j);
+}
+
+
+/* the whole body rendered in j, with its length and content type */
+
+ngx_int_t
+ngx_http_llm_send_body(ngx_http_request_t *r, ngx_uint_t status,
+    ngx_str_t *type, ngx_http_llm_json_t *j)
+{
     ngx_int_t     rc;
     ngx_buf_t    *b;
     ngx_chain_t   out;
@@ -43,7 +55,7 @@ ngx_http_llm_send_json(ngx_http_request_t *r, ngx_uint_t status,
 
     r->headers_out.status = status;
     r->headers_out.content_length_n = b->last - b->pos;
-    ngx_str_set(&r->headers_out.content_type, "application/json");
+    r->headers_out.content_type = *type;
     r->headers_out.content_type_len = r->headers_out.content_type.len;
     r->headers_out.content_type_lowcase = NULL;
 

@@ -58,8 +58,6 @@ static void ngx_http_llm_prom_sample(ngx_http_llm_prom_t *pm,
 static void ngx_http_llm_prom_histogram(ngx_http_llm_prom_t *pm,
     const ngx_http_llm_prom_hist_t *ph, const llm_histogram *h);
 static void ngx_http_llm_prom_float(ngx_http_llm_json_t *j, double v);
-static ngx_int_t ngx_http_llm_prom_send(ngx_http_request_t *r,
-    ngx_http_llm_json_t *j);
 
 
 /* vLLM's order (vllm/v1/metrics/loggers.py) and HELP texts */
@@ -118,6 +116,7 @@ ngx_int_t
 ngx_http_llm_prometheus_handler(ngx_http_request_t *r)
 {
     ngx_int_t                  rc;
+    ngx_str_t                  type;
     llm_engine_stats          *st;
     ngx_http_llm_prom_t        pm;
     ngx_http_llm_main_conf_t  *lmcf;
@@ -158,7 +157,9 @@ ngx_http_llm_prometheus_handler(ngx_http_request_t *r)
 
     ngx_http_llm_prom_render(&pm, st, lmcf->spec_tokens);
 
-    return ngx_http_llm_prom_send(r, &pm.out);
+    ngx_str_set(&type, NGX_HTTP_LLM_PROM_TYPE);
+
+    return ngx_http_llm_send_body(r, NGX_HTTP_OK, &type, &pm.out);
 }
 
 
@@ -497,45 +498,4 @@ ngx_http_llm_prom_float(ngx_http_llm_json_t *j, double v)
     last = ngx_sprintf(last, "e+0%d", (int) (dot - buf - 1));
 
     ngx_http_llm_json_raw(j, out, last - out);
-}
-
-
-static ngx_int_t
-ngx_http_llm_prom_send(ngx_http_request_t *r, ngx_http_llm_json_t *j)
-{
-    ngx_int_t     rc;
-    ngx_buf_t    *b;
-    ngx_chain_t   out;
-
-    if (j->failed) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    b = ngx_calloc_buf(r->pool);
-    if (b == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    b->pos = j->start;
-    b->last = j->pos;
-    b->memory = 1;
-    b->last_buf = (r == r->main);
-    b->last_in_chain = 1;
-
-    r->headers_out.status = NGX_HTTP_OK;
-    r->headers_out.content_length_n = b->last - b->pos;
-    ngx_str_set(&r->headers_out.content_type, NGX_HTTP_LLM_PROM_TYPE);
-    r->headers_out.content_type_len = r->headers_out.content_type.len;
-    r->headers_out.content_type_lowcase = NULL;
-
-    rc = ngx_http_send_header(r);
-
-    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
-        return rc;
-    }
-
-    out.buf = b;
-    out.next = NULL;
-
-    return ngx_http_output_filter(r, &out);
 }
