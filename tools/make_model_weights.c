@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "make_model.h"
+#include "sampler.h"
 #include "util.h"
 
 typedef enum {
@@ -42,70 +43,26 @@ typedef struct {
     uint64_t      offset;        /* within its shard's data section */
 } mm_tensor;
 
-typedef struct {
-    uint64_t      s[4];
-} mm_rng;
-
-
-static uint64_t
-mm_splitmix64(uint64_t *x)
-{
-    uint64_t  z;
-
-    z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-
-/* Each tensor gets its own stream, keyed by the seed and its name, so its
- * values do not depend on the order or the sharding of the file. */
+/* Each tensor gets its own stream (the sampler's xoshiro256**), keyed by
+ * the seed and its name, so its values do not depend on the order or the
+ * sharding of the file. */
 static void
-mm_rng_init(mm_rng *r, uint64_t seed, const char *name)
+mm_rng_init(llm_rng *r, uint64_t seed, const char *name)
 {
     uint64_t  h = 0xcbf29ce484222325ULL;     /* FNV-1a */
-    int       i;
 
     for (; *name; name++) {
         h = (h ^ (unsigned char) *name) * 0x100000001b3ULL;
     }
-    h ^= seed * 0x9e3779b97f4a7c15ULL;
-    for (i = 0; i < 4; i++) {
-        r->s[i] = mm_splitmix64(&h);
-    }
-}
-
-
-static inline uint64_t
-mm_rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-
-static inline uint64_t
-mm_rng_next(mm_rng *r)
-{
-    uint64_t  *s = r->s;
-    uint64_t   out = mm_rotl(s[1] * 5, 7) * 9;
-    uint64_t   t = s[1] << 17;
-
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = mm_rotl(s[3], 45);
-    return out;
+    llm_rng_seed(r, h ^ (seed * 0x9e3779b97f4a7c15ULL));
 }
 
 
 /* Approximately N(0,1): four U(0,1) sum to mean 2, variance 1/3. */
 static inline float
-mm_rng_gauss(mm_rng *r)
+mm_rng_gauss(llm_rng *r)
 {
-    uint64_t  x = mm_rng_next(r);
+    uint64_t  x = llm_rng_next(r);
     uint32_t  sum;
 
     sum = (uint32_t) (x & 0xffff) + (uint32_t) ((x >> 16) & 0xffff)
@@ -281,7 +238,7 @@ mm_write_tensor(FILE *f, const mm_tensor *t, const llm_mm_spec *s)
         float     f32[CHUNK];
         uint16_t  u16[CHUNK];
     } buf;
-    mm_rng    rng;
+    llm_rng   rng;
     uint64_t  left, i, k;
     float     v;
 
