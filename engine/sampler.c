@@ -248,20 +248,25 @@ llm_sort_top(int32_t *idx, int n, int k, const float *v)
 }
 
 
-static void
-llm_fill_logprobs(llm_sampler *s, const float *raw, int32_t chosen,
+/* One definition of a logprob record, for sampled tokens and prompt
+ * tokens alike: log-softmax of the raw row, the token's rank, and the n_top
+ * most likely tokens (ranks 1..n_top). */
+void
+llm_sampler_logprobs(llm_sampler *s, const float *raw, int32_t id,
     int n_top, llm_token_logprob *lp)
 {
-    int     i, V = s->vocab;
+    int     i, rank = 0, V = s->vocab;
     double  sum = 0.0;
     float   m = raw[llm_argmax(raw, V)], lse;
 
     for (i = 0; i < V; i++) {
         sum += exp((double) (raw[i] - m));
+        rank += raw[i] >= raw[id];
     }
     lse = m + (float) log(sum);
-    lp->id = chosen;
-    lp->logprob = raw[chosen] - lse;
+    lp->id = id;
+    lp->logprob = raw[id] - lse;
+    lp->rank = rank;
     if (n_top > 20) {
         n_top = 20;
     }
@@ -444,7 +449,7 @@ llm_sample_verify(llm_sampler *s, float *logits, const llm_sample_ctx *c,
     llm_apply_bias_and_masks(logits, s->vocab, c);
     id = llm_sample_processed(s, logits, c, draft, accepted);
     if (lp) {
-        llm_fill_logprobs(s, raw, id, c->p->logprobs, lp);
+        llm_sampler_logprobs(s, raw, id, c->p->logprobs, lp);
         free(raw);
     }
     return id;
