@@ -1,7 +1,8 @@
 #!/bin/sh
 # The engine's unit tests (sampler, engine: batching, preemption, prefix
-# cache, speculation, cancellation, prompt logprobs) again under AddressSanitizer, from the
-# build/asan tree that `make test` builds with `make asan`.
+# cache, speculation, cancellation, prompt logprobs) again under
+# AddressSanitizer, from the build/asan tree that `make test` builds with
+# `make asan`.
 set -u
 cd "${LLM_ROOT:-$(dirname "$0")/..}"
 ASAN_BUILD=build/asan
