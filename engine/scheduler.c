@@ -436,7 +436,8 @@ llm_sched_schedule(llm_engine *e, double now)
         llm_sched_unlink_waiting(s, r);
         r->state = LLM_REQ_RUNNING;
         llm_req_list_push(&s->running, r);
-        if (e->blocks.caching) {
+        /* vLLM does not look a prompt-logprobs request up at all */
+        if (e->blocks.caching && !llm_sched_lp_pending(r)) {
             e->counters.prefix_cache_queries_total += (uint64_t) r->n_tokens;
             e->counters.prefix_cache_hits_total += (uint64_t) hits;
         }

@@ -378,6 +378,7 @@ test_prefix_cache(void)
     waiter            w;
     llm_engine       *e;
     llm_request      *r;
+    llm_engine_stats  st;
 
     e = engine(&w, 2048, 0, 1);
     r = submit(e, 1, 40, -1, &warm, NULL);
@@ -397,6 +398,12 @@ test_prefix_cache(void)
            "the next request without them still hits the cache (%d)",
            warm.stats.cached_tokens);
     llm_request_release(r);
+    llm_engine_stats_get(e, &st);
+    tap_ok(st.prefix_cache_queries_total == 80
+           && st.prefix_cache_hits_total == 32,
+           "like vLLM, it is not a prefix-cache query (%llu queried, %llu "
+           "hit)", (unsigned long long) st.prefix_cache_queries_total,
+           (unsigned long long) st.prefix_cache_hits_total);
     llm_engine_destroy(e);
     sem_destroy(&w.sem);
 }
