@@ -138,6 +138,25 @@ is_deeply([ @{ $r->{json}{usage} }{qw(prompt_tokens completion_tokens
 is($r->{json}{usage}{prompt_tokens_details}{cached_tokens}, 0,
    'the prompt is computed, not taken from the prefix cache (vLLM)');
 
+# two prompts, n 2: every choice echoes its own prompt's tokens
+$r = $t->post($cmpl, { model => 'tiny', prompt => [ $prompt, 'Hello there' ],
+                       n => 2, temperature => 1, seed => 5, max_tokens => 2,
+                       logprobs => 0, echo => \1 });
+{
+    my @ch = @{ $r->{json}{choices} // [] };
+    my @n = map { scalar @{ $_->{logprobs}{tokens} } } @ch;
+    ok(@ch == 4 && $n[0] == $P + 2 && $n[1] == $P + 2 && $n[2] == $n[3]
+       && $n[2] < $P, 'echo with two prompts and n 2: each choice starts '
+                      . "with its prompt (@n tokens)");
+    # batched with the other prompt: equal up to f32 summation order
+    my ($a, $e) = ($ch[1]{logprobs}{token_logprobs}, $lp->{token_logprobs});
+    ok(!defined $a->[0] && !grep({ abs($a->[$_] - $e->[$_]) > 1e-5 }
+                                 1 .. $P - 1),
+       'the second sample of a prompt has its prompt logprobs too');
+    is(join('', @{ $ch[3]{logprobs}{tokens} }[1 .. $n[3] - 3]),
+       'Hello there', 'the second prompt\'s tokens spell it');
+}
+
 # --- echo with logprobs, streaming ---
 
 $r = $t->stream($cmpl, { %greedy, max_tokens => 4, logprobs => 2,
