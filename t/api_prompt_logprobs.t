@@ -149,8 +149,8 @@ $r = $t->post($cmpl, { model => 'tiny', prompt => [ $prompt, 'Hello there' ],
        && $n[2] < $P, 'echo with two prompts and n 2: each choice starts '
                       . "with its prompt (@n tokens)");
     # batched with the other prompt: equal up to f32 summation order
-    my ($a, $e) = ($ch[1]{logprobs}{token_logprobs}, $lp->{token_logprobs});
-    ok(!defined $a->[0] && !grep({ abs($a->[$_] - $e->[$_]) > 1e-5 }
+    my ($x, $y) = ($ch[1]{logprobs}{token_logprobs}, $lp->{token_logprobs});
+    ok(!defined $x->[0] && !grep({ abs($x->[$_] - $y->[$_]) > 1e-5 }
                                  1 .. $P - 1),
        'the second sample of a prompt has its prompt logprobs too');
     is(join('', @{ $ch[3]{logprobs}{tokens} }[1 .. $n[3] - 3]),
