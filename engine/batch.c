@@ -43,6 +43,18 @@ int
 llm_batch_add(llm_batch_buf *bb, const int32_t *tokens, int n, int pos0,
     const int32_t *block_table, int n_blocks, llm_logits_mode logits)
 {
+    int  from = logits == LLM_LOGITS_ALL ? 0
+              : logits == LLM_LOGITS_LAST ? n - 1 : n;
+
+    return llm_batch_add_from(bb, tokens, n, pos0, block_table, n_blocks,
+                              from);
+}
+
+
+int
+llm_batch_add_from(llm_batch_buf *bb, const int32_t *tokens, int n, int pos0,
+    const int32_t *block_table, int n_blocks, int logits_from)
+{
     llm_batch      *b = &bb->batch;
     llm_batch_seq  *s;
     int             i, row, pos, si = b->n_seqs;
@@ -62,9 +74,7 @@ llm_batch_add(llm_batch_buf *bb, const int32_t *tokens, int n, int pos0,
         bb->slots[row] = block_table[pos / LLM_BLOCK_SIZE] * LLM_BLOCK_SIZE
                          + pos % LLM_BLOCK_SIZE;
         bb->seq_of_token[row] = si;
-        if (logits == LLM_LOGITS_ALL
-            || (logits == LLM_LOGITS_LAST && i == n - 1))
-        {
+        if (i >= logits_from) {
             bb->logits_rows[b->n_logits++] = row;
         }
     }

@@ -54,6 +54,10 @@ void llm_batch_reset(llm_batch_buf *bb);
  * to the slots its block table gives; returns the sequence's index. */
 int llm_batch_add(llm_batch_buf *bb, const int32_t *tokens, int n, int pos0,
     const int32_t *block_table, int n_blocks, llm_logits_mode logits);
+/* The same with logits for its new tokens logits_from..n-1 (a prefill
+ * chunk whose prompt logprobs are wanted). */
+int llm_batch_add_from(llm_batch_buf *bb, const int32_t *tokens, int n,
+    int pos0, const int32_t *block_table, int n_blocks, int logits_from);
 void llm_batch_buf_free(llm_batch_buf *bb);
 
 #endif /* LLM_BATCH_H */

@@ -25,6 +25,8 @@
 #define LLM_DEFAULT_MAX_NUM_SEQS        64
 #define LLM_DEFAULT_MAX_BATCHED_TOKENS  2048
 #define LLM_DEFAULT_KV_BYTES            ((size_t) 1 << 30)
+/* the logits of prompt positions one step may compute (scheduler.c) */
+#define LLM_PROMPT_LOGITS_BYTES         ((size_t) 64 << 20)
 
 
 uint64_t
@@ -131,6 +133,24 @@ llm_engine_verify(llm_engine *e, llm_request *r, const float *logits,
 }
 
 
+/* Records the prompt logprobs of rows computed for positions
+ * max(n_computed, n_prompt_lp) on (before n_computed moves). */
+static void
+llm_engine_prompt_logprobs(llm_engine *e, llm_request *r,
+    const float *logits, int n_rows)
+{
+    int  i, pos, V = e->model->config.vocab_size;
+
+    pos = r->n_computed > r->n_prompt_lp ? r->n_computed : r->n_prompt_lp;
+    for (i = 0; i < n_rows; i++, pos++) {
+        llm_sampler_logprobs(&e->sampler, logits + (size_t) i * V,
+                             r->tokens[pos + 1], r->params.prompt_logprobs,
+                             &r->prompt_lp[pos]);
+    }
+    r->n_prompt_lp = pos;
+}
+
+
 static void
 llm_engine_sample_step(llm_engine *e, double now)
 {
@@ -147,6 +167,11 @@ llm_engine_sample_step(llm_engine *e, double now)
             llm_engine_verify(e, r, e->logits + (size_t) row * V, now);
             row += s->step_tokens[i];
             continue;
+        }
+        if (s->step_lp_rows[i] > 0) {
+            llm_engine_prompt_logprobs(e, r, e->logits + (size_t) row * V,
+                                       s->step_lp_rows[i]);
+            row += s->step_lp_rows[i];
         }
         r->n_computed += s->step_tokens[i];
         llm_sched_register_blocks(e, r);
@@ -296,6 +321,11 @@ llm_engine_create(const llm_engine_config *cfg, char *err)
     e->max_num_batched_tokens = cfg->max_num_batched_tokens > 0
                                 ? cfg->max_num_batched_tokens
                                 : LLM_DEFAULT_MAX_BATCHED_TOKENS;
+    e->max_prompt_lp_rows = (int) (LLM_PROMPT_LOGITS_BYTES
+                                   / (sizeof(float) * c->vocab_size));
+    if (e->max_prompt_lp_rows < 1) {
+        e->max_prompt_lp_rows = 1;
+    }
     if (cfg->spec_tokens > 0) {
         if (cfg->spec_tokens > LLM_SPEC_MAX_TOKENS || cfg->spec_lookup_min < 1
             || cfg->spec_lookup_max < cfg->spec_lookup_min)
@@ -528,6 +558,9 @@ llm_engine_drain(llm_engine *e, llm_output_fn fn, void *data)
         o->ids = r->deliver.ids;
         o->n_ids = r->deliver.n_ids;
         o->logprobs = r->deliver.logprobs;
+        /* complete, hence no longer written by the engine */
+        o->prompt_logprobs = r->deliver.prompt_lp_ready ? r->prompt_lp : NULL;
+        o->n_prompt_logprobs = o->prompt_logprobs ? r->n_prompt - 1 : 0;
         o->stop_token = o->finish_reason ? r->stop_token : -1;
         o->stop_string = o->finish_reason ? r->stop_string : NULL;
         /* written by the engine before the final publish, never after */

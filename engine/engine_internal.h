@@ -33,6 +33,7 @@ typedef struct {
     llm_req_list   running;                 /* in admission order */
     llm_req_list   step;                    /* scheduled this step, batch order */
     int           *step_tokens;             /* new tokens of each, this step */
+    int           *step_lp_rows;            /* its prompt-logprob rows */
     int            step_cap;
 } llm_scheduler;
 
@@ -44,6 +45,7 @@ struct llm_engine {
     int                 max_model_len;
     int                 max_num_seqs;
     int                 max_num_batched_tokens;
+    int                 max_prompt_lp_rows;   /* prompt-logprob rows per step */
     int                 spec_k, spec_min, spec_max;   /* n-gram speculation */
     void              (*notify)(void *data);
     void               *notify_data;

@@ -210,6 +210,12 @@ llm_engine_publish(llm_engine *e)
                                r->stage.logprobs ? &r->stage.logprobs[j]
                                                  : NULL);
         }
+        if (r->prompt_lp && !r->prompt_lp_sent
+            && r->n_prompt_lp == r->n_prompt - 1)
+        {
+            o->prompt_lp_ready = 1;     /* once: with the first token */
+            r->prompt_lp_sent = 1;
+        }
         r->out_stats = r->stats;
         r->out_finish = r->finish;
         if (!r->on_ready) {

@@ -68,6 +68,8 @@ typedef struct {
     int           min_tokens;
     int           ignore_eos;
     int           logprobs;              /* -1 = none, else top-N alternatives (0..20) */
+    int           prompt_logprobs;       /* -1 = none, else each prompt token's
+                                          * logprob and top-N (0..20); llm_output */
     const int32_t *stop_token_ids;       /* in addition to the model's EOS ids */
     int           n_stop_token_ids;
     const char  *const *stop;            /* stop strings, never emitted */
@@ -131,10 +133,13 @@ typedef struct {
 void llm_metrics_compute(const llm_request_stats *s, llm_metrics *m);
 
 
-/* One token's logprob record (when llm_sampling_params.logprobs >= 0). */
+/* One token's logprob record (when llm_sampling_params.logprobs >= 0, and
+ * for the prompt with prompt_logprobs >= 0): log-softmax of the raw logits. */
 typedef struct {
     int32_t       id;
     float         logprob;
+    int           rank;                  /* tokens with a logprob >= id's (vLLM's
+                                          * rank: 1 = the most likely) */
     int           n_top;
     int32_t       top_ids[20];
     float         top_logprobs[20];
@@ -149,6 +154,12 @@ typedef struct {
     const int32_t *ids;                  /* new token ids */
     int           n_ids;
     const llm_token_logprob *logprobs;   /* n_ids records, or NULL */
+    /* prompt_logprobs >= 0: once, with the output that carries the first
+     * token, n_prompt - 1 records; record i is prompt token i + 1 given
+     * tokens 0..i (the first token has none).  NULL in every other output
+     * (and when the prompt has one token). */
+    const llm_token_logprob *prompt_logprobs;
+    int           n_prompt_logprobs;
     llm_finish_reason finish_reason;     /* != NONE: this is the last output */
     int32_t       stop_token;            /* stop_reason: the stop_token_ids id that
                                           * stopped; -1 otherwise (also for EOS) */

@@ -36,6 +36,7 @@ llm_sampling_params_init(llm_sampling_params *p, const llm_model *m)
     p->top_p = 1.0;
     p->repetition_penalty = 1.0;
     p->logprobs = -1;
+    p->prompt_logprobs = -1;
     if (m == NULL) {
         return;
     }
@@ -118,6 +119,14 @@ llm_sampling_params_validate(const llm_sampling_params *p,
     if (p->logprobs > 20) {
         LLM_BAD("logprobs", "Requested sample logprobs of %d, which is "
                 "greater than max allowed: 20", p->logprobs);
+    }
+    if (p->prompt_logprobs < -1) {
+        LLM_BAD("prompt_logprobs", "prompt_logprobs must be non-negative or "
+                "-1, got %d.", p->prompt_logprobs);
+    }
+    if (p->prompt_logprobs > 20) {
+        LLM_BAD("prompt_logprobs", "Requested prompt logprobs of %d, which "
+                "is greater than max allowed: 20", p->prompt_logprobs);
     }
     for (i = 0; i < p->n_stop; i++) {
         if (p->stop[i] == NULL || p->stop[i][0] == '\0') {
@@ -222,6 +231,10 @@ llm_request_create(llm_engine *e, const int32_t *prompt, int n_prompt,
     r->tokens = llm_xmalloc(sizeof(int32_t) * r->cap_tokens);
     memcpy(r->tokens, prompt, sizeof(int32_t) * n_prompt);
     r->n_tokens = n_prompt;
+    if (p->prompt_logprobs >= 0 && n_prompt > 1) {
+        r->prompt_lp = llm_xmalloc(sizeof(llm_token_logprob)
+                                   * (n_prompt - 1));
+    }
     r->stop_token = -1;
     llm_rng_seed(&r->rng, p->has_seed ? p->seed : llm_engine_entropy(e));
     r->stats.arrival = llm_now();
@@ -286,6 +299,7 @@ llm_request_unref(llm_request *r)
     }
     free(r->stop);
     free(r->tokens);
+    free(r->prompt_lp);
     free(r->blocks);
     free(r->keys);
     free(r->spec_accepted);
@@ -355,6 +369,7 @@ llm_req_out_clear(llm_req_out *o)
 {
     o->text_len = 0;
     o->n_ids = 0;
+    o->prompt_lp_ready = 0;
 }
 
 

@@ -32,6 +32,7 @@ typedef struct {
     int32_t            *ids;
     llm_token_logprob  *logprobs;
     int                 n_ids, ids_cap;
+    int                 prompt_lp_ready; /* the prompt's records go with it */
 } llm_req_out;
 
 struct llm_request {
@@ -60,6 +61,15 @@ struct llm_request {
     int32_t            *tokens;         /* prompt + output */
     int                 n_tokens, cap_tokens;
     int                 n_computed;     /* tokens whose K/V is cached */
+    /* prompt_logprobs >= 0: record i is prompt token i + 1, computed from
+     * the logits at position i; the first n_prompt_lp are done.  Always
+     * n_prompt_lp >= min(n_computed, n_prompt - 1): positions whose K/V
+     * comes from elsewhere (prefix cache, a parallel-sampling leader) have
+     * their records already.  Complete, the array is read-only: the client
+     * reads it once published (prompt_lp_ready). */
+    llm_token_logprob  *prompt_lp;
+    int                 n_prompt_lp;
+    int                 prompt_lp_sent;
     int32_t            *blocks;         /* block table */
     int                 n_blocks, cap_blocks;
     uint64_t           *keys;           /* prefix-cache keys of full blocks */

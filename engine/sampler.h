@@ -49,6 +49,12 @@ void llm_sampler_free(llm_sampler *s);
 int32_t llm_sample(llm_sampler *s, float *logits, const llm_sample_ctx *c,
     llm_token_logprob *lp);
 
+/* The logprob record of token `id` in a row of raw logits (not modified):
+ * its log-softmax value and rank, and the n_top (<= 20) most likely tokens.
+ * llm_sample() uses it for sampled tokens, the engine for prompt tokens. */
+void llm_sampler_logprobs(llm_sampler *s, const float *raw, int32_t id,
+    int n_top, llm_token_logprob *lp);
+
 /* Speculative decoding's verification of one draft token at this position:
  * returns the token to emit and sets *accepted when it is the draft.
  * Greedy: the target's argmax.  Sampling: rejection sampling, so emitted

@@ -18,6 +18,16 @@
  * With prefix caching, a request being admitted first takes every leading
  * full block of its tokens that the cache holds; only the rest is computed.
  * The last token is always computed, since its logits are needed.
+ *
+ * Prompt logprobs (vLLM's prompt_logprobs, and completions' echo with
+ * logprobs) need the logits of every prompt position: such a request takes
+ * no cached or shared K/V for positions whose records it lacks (like vLLM,
+ * which skips the prefix cache for it), and its prefill chunks ask for
+ * logits rows.  One logits row is vocab_size floats (0.5 MB for a 128k
+ * vocabulary), so a step computes at most max_prompt_lp_rows of them (64
+ * MiB of logits) and a longer prompt is prefilled in more chunks.  Records
+ * survive preemption: the recompute takes cached blocks up to them again
+ * and computes no row twice.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +84,7 @@ llm_sched_free(llm_scheduler *s)
     llm_req_list_free(&s->running);
     llm_req_list_free(&s->step);
     free(s->step_tokens);
+    free(s->step_lp_rows);
     memset(s, 0, sizeof(*s));
 }
 
@@ -165,6 +176,32 @@ llm_sched_reserve(llm_engine *e, llm_request *r, int n_tokens)
 }
 
 
+/* The request still lacks some of its prompt logprobs. */
+static int
+llm_sched_lp_pending(const llm_request *r)
+{
+    return r->prompt_lp != NULL && r->n_prompt_lp < r->n_prompt - 1;
+}
+
+
+/* Shortens a chunk of n new tokens so that its prompt-logprob rows fit the
+ * step's remaining allowance; 0 when not even one does. */
+static int
+llm_sched_lp_fit(const llm_request *r, int n, int allowance)
+{
+    int  done;
+
+    if (!llm_sched_lp_pending(r)) {
+        return n;
+    }
+    /* positions below n_prompt_lp (recomputed after a preemption) need
+     * no row */
+    done = r->n_prompt_lp - r->n_computed;
+    done = done > 0 ? done : 0;
+    return n < done + allowance ? n : done + allowance;
+}
+
+
 /*
  * Parallel sampling: a request submitted with a leader takes references on
  * the leader's full prompt blocks once the leader has computed them.
@@ -188,9 +225,23 @@ llm_sched_share(llm_engine *e, llm_request *r)
         return -1;                      /* not admitted yet: it is ahead */
     }
     r->share_from = NULL;
-    if (l->state != LLM_REQ_RUNNING || n == 0) {
+    if (l->state != LLM_REQ_RUNNING || n == 0
+        || (r->prompt_lp && (l->prompt_lp == NULL
+            || l->params.prompt_logprobs < r->params.prompt_logprobs)))
+    {
         llm_request_unref(l);
         return 0;
+    }
+    /* the leader has the records of what it computed: r takes them with
+     * the blocks (cut to r's number of alternatives) */
+    for (i = 0; r->prompt_lp && i < n * LLM_BLOCK_SIZE; i++) {
+        r->prompt_lp[i] = l->prompt_lp[i];
+        if (r->prompt_lp[i].n_top > r->params.prompt_logprobs) {
+            r->prompt_lp[i].n_top = r->params.prompt_logprobs;
+        }
+    }
+    if (r->prompt_lp && r->n_prompt_lp < n * LLM_BLOCK_SIZE) {
+        r->n_prompt_lp = n * LLM_BLOCK_SIZE;
     }
     if (n > r->cap_blocks) {
         r->cap_blocks = n + 8;
@@ -223,6 +274,9 @@ llm_sched_prefix_hits(llm_engine *e, llm_request *r)
 
     if (!e->blocks.caching) {
         return 0;
+    }
+    if (llm_sched_lp_pending(r) && max > r->n_prompt_lp / LLM_BLOCK_SIZE) {
+        max = r->n_prompt_lp / LLM_BLOCK_SIZE;
     }
     if (max > r->cap_blocks) {
         r->cap_blocks = max + 8;
@@ -277,28 +331,46 @@ llm_sched_preempt(llm_engine *e, llm_request *r)
 }
 
 
-static void
+/* Adds r's next n tokens to the step; returns its prompt-logprob rows. */
+static int
 llm_sched_add_to_step(llm_engine *e, llm_request *r, int n)
 {
-    llm_scheduler    *s = &e->sched;
-    llm_logits_mode   mode;
+    llm_scheduler  *s = &e->sched;
+    int             from, first, last, lp_rows = 0;
 
     if (r->n_draft > 0) {
-        mode = LLM_LOGITS_ALL;          /* the decode token and each draft */
+        from = 0;                       /* the decode token and each draft */
     } else if (r->n_computed + n == r->n_tokens) {
-        mode = LLM_LOGITS_LAST;
+        from = n - 1;                   /* the last: a token is sampled */
     } else {
-        mode = LLM_LOGITS_NONE;
+        from = n;                       /* a prefill chunk: none */
     }
-    llm_batch_add(&e->bb, r->tokens + r->n_computed, n, r->n_computed,
-                  r->blocks, r->n_blocks, mode);
+    if (llm_sched_lp_pending(r)) {
+        /* rows of positions first..last-1 give the records of tokens
+         * first+1..last; a chunk that ends the prompt adds the sampling
+         * row after them */
+        first = r->n_computed > r->n_prompt_lp ? r->n_computed
+                                               : r->n_prompt_lp;
+        last = r->n_computed + n < r->n_prompt - 1 ? r->n_computed + n
+                                                   : r->n_prompt - 1;
+        if (last > first) {
+            lp_rows = last - first;
+            from = first - r->n_computed;
+        }
+    }
+    llm_batch_add_from(&e->bb, r->tokens + r->n_computed, n, r->n_computed,
+                       r->blocks, r->n_blocks, from);
     if (s->step.n == s->step_cap) {
         s->step_cap = s->step_cap ? 2 * s->step_cap : 16;
         s->step_tokens = llm_xrealloc(s->step_tokens,
                                       sizeof(int) * s->step_cap);
+        s->step_lp_rows = llm_xrealloc(s->step_lp_rows,
+                                       sizeof(int) * s->step_cap);
     }
     s->step_tokens[s->step.n] = n;
+    s->step_lp_rows[s->step.n] = lp_rows;
     llm_req_list_push(&s->step, r);
+    return lp_rows;
 }
 
 
@@ -308,6 +380,7 @@ llm_sched_schedule(llm_engine *e, double now)
     llm_scheduler  *s = &e->sched;
     llm_request    *r, *victim;
     int             i, k, n, hits, budget = e->max_num_batched_tokens;
+    int             lp_budget = e->max_prompt_lp_rows;
 
     s->step.n = 0;
     llm_batch_reset(&e->bb);
@@ -326,6 +399,10 @@ llm_sched_schedule(llm_engine *e, double now)
             }
         }
         n = n < budget ? n : budget;
+        n = llm_sched_lp_fit(r, n, lp_budget);
+        if (n == 0) {
+            continue;                   /* its rows wait for the next step */
+        }
         while (llm_sched_reserve(e, r, r->n_computed + n) != 0) {
             victim = s->running.items[s->running.n - 1];
             llm_sched_preempt(e, victim);
@@ -336,7 +413,7 @@ llm_sched_schedule(llm_engine *e, double now)
         if (r->state != LLM_REQ_RUNNING) {
             break;                      /* r preempted itself: it was newest */
         }
-        llm_sched_add_to_step(e, r, n);
+        lp_budget -= llm_sched_add_to_step(e, r, n);
         budget -= n;
     }
 
@@ -351,14 +428,16 @@ llm_sched_schedule(llm_engine *e, double now)
         }
         n = r->n_tokens - r->n_computed;
         n = n < budget ? n : budget;
-        if (llm_sched_reserve(e, r, r->n_computed + n) != 0) {
+        n = llm_sched_lp_fit(r, n, lp_budget);
+        if (n == 0 || llm_sched_reserve(e, r, r->n_computed + n) != 0) {
             llm_sched_free_blocks(e, r);
             break;                      /* first come, first served */
         }
         llm_sched_unlink_waiting(s, r);
         r->state = LLM_REQ_RUNNING;
         llm_req_list_push(&s->running, r);
-        if (e->blocks.caching) {
+        /* vLLM does not look a prompt-logprobs request up at all */
+        if (e->blocks.caching && !llm_sched_lp_pending(r)) {
             e->counters.prefix_cache_queries_total += (uint64_t) r->n_tokens;
             e->counters.prefix_cache_hits_total += (uint64_t) hits;
         }
@@ -366,7 +445,7 @@ llm_sched_schedule(llm_engine *e, double now)
             r->stats.scheduled = now;
             r->stats.cached_tokens = hits;
         }
-        llm_sched_add_to_step(e, r, n);
+        lp_budget -= llm_sched_add_to_step(e, r, n);
         budget -= n;
     }
     return s->step.n;

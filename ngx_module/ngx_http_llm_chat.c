@@ -570,8 +570,18 @@ ngx_http_llm_chat_body(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
     ngx_http_llm_json_lit(j, "],\"service_tier\":null,"
                           "\"system_fingerprint\":null,\"usage\":");
     (void) ngx_http_llm_usage_json(j, ctx, NGX_HTTP_LLM_USAGE_BODY);
-    ngx_http_llm_json_lit(j, ",\"prompt_logprobs\":null,"
-                          "\"prompt_token_ids\":null,"
+    ngx_http_llm_json_lit(j, ",\"prompt_logprobs\":");
+
+    /* one prompt: every choice has the same records */
+
+    if (ctx->job->sp.prompt_logprobs >= 0 && ctx->n_seqs) {
+        ngx_http_llm_prompt_logprobs(j, &ctx->seqs[0]);
+
+    } else {
+        ngx_http_llm_json_lit(j, "null");
+    }
+
+    ngx_http_llm_json_lit(j, ",\"prompt_token_ids\":null,"
                           "\"kv_transfer_params\":null,\"metrics\":");
     ngx_http_llm_metrics_body(j, ctx);
     ngx_http_llm_json_lit(j, "}");

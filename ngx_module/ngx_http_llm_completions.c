@@ -52,17 +52,14 @@ ngx_http_llm_completions_parse(ngx_http_llm_job_t *job, yajl_val root)
     }
 
     /*
-     * vLLM answers echo with logprobs with the prompt's logprobs too;
-     * the engine does not compute prompt logprobs, so the pair is refused
-     * instead of answered with offsets that skip the prompt.
+     * vLLM: echo with logprobs shows the prompt's tokens too, with the
+     * logprobs of prompt_logprobs, or of `logprobs` when that is unset.
      */
 
-    if (job->echo_requested && job->logprobs >= 0) {
-        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "echo",
-                               "`echo` with `logprobs` needs the prompt's "
-                               "logprobs, which are not supported: drop "
-                               "one of them");
-        return;
+    if (job->echo_requested && job->logprobs >= 0
+        && job->sp.prompt_logprobs < 0)
+    {
+        job->sp.prompt_logprobs = job->logprobs;
     }
 
     prompt = ngx_http_llm_json_get(root, "prompt");
@@ -354,6 +351,11 @@ static void
 ngx_http_llm_completions_choice(ngx_http_llm_json_t *j,
     ngx_http_llm_seq_t *seq, ngx_uint_t stream)
 {
+    ngx_uint_t  echo;
+
+    /* the choice's first text echoes the prompt: so do its logprobs */
+    echo = (seq->prompt->echo != NULL && !seq->echoed);
+
     ngx_http_llm_json_lit(j, "{\"index\":");
     ngx_http_llm_json_int(j, seq->index);
     ngx_http_llm_json_lit(j, ",\"text\":");
@@ -361,7 +363,7 @@ ngx_http_llm_completions_choice(ngx_http_llm_json_t *j,
     ngx_http_llm_json_lit(j, ",\"logprobs\":");
 
     if (seq->ctx->job->logprobs >= 0) {
-        ngx_http_llm_logprobs_completions(j, seq);
+        ngx_http_llm_logprobs_completions(j, seq, echo);
 
     } else {
         ngx_http_llm_json_lit(j, "null");
@@ -382,12 +384,19 @@ ngx_http_llm_completions_choice(ngx_http_llm_json_t *j,
     if (stream) {
         ngx_http_llm_json_lit(j, ",\"prompt_token_ids\":null,"
                               "\"token_ids\":null}");
+        return;
+    }
+
+    ngx_http_llm_json_lit(j, ",\"token_ids\":null,\"prompt_logprobs\":");
+
+    if (seq->ctx->job->sp.prompt_logprobs >= 0) {
+        ngx_http_llm_prompt_logprobs(j, seq);
 
     } else {
-        ngx_http_llm_json_lit(j, ",\"token_ids\":null,"
-                              "\"prompt_logprobs\":null,"
-                              "\"prompt_token_ids\":null}");
+        ngx_http_llm_json_lit(j, "null");
     }
+
+    ngx_http_llm_json_lit(j, ",\"prompt_token_ids\":null}");
 }
 
 

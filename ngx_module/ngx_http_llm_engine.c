@@ -671,6 +671,18 @@ ngx_http_llm_append(ngx_http_llm_seq_t *seq, const llm_output *out)
         seq->n_lp += out->n_ids;
     }
 
+    if (out->prompt_logprobs && out->n_prompt_logprobs) {
+        size = out->n_prompt_logprobs * sizeof(llm_token_logprob);
+
+        seq->plp = ngx_palloc(pool, size);
+        if (seq->plp == NULL) {
+            return NGX_ERROR;
+        }
+
+        ngx_memcpy(seq->plp, out->prompt_logprobs, size);
+        seq->n_plp = out->n_prompt_logprobs;
+    }
+
     if (out->finish_reason != LLM_FINISH_NONE) {
         seq->stop_token = out->stop_token;
 

@@ -270,10 +270,14 @@ ngx_http_llm_parse_unsupported(ngx_http_llm_job_t *job, yajl_val root)
         return NGX_ERROR;
     }
 
+    /* chat and completions compute them (ngx_http_llm_params.c) */
+
     v = ngx_http_llm_json_get(root, "prompt_logprobs");
-    if (v && !YAJL_IS_NULL(v)) {
+    if (v && !YAJL_IS_NULL(v) && job->route == NGX_HTTP_LLM_ROUTE_RESPONSES) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt_logprobs",
-                               "`prompt_logprobs` are not supported");
+                               "`prompt_logprobs` are not supported by "
+                               "/v1/responses: use /v1/completions or "
+                               "/v1/chat/completions");
         return NGX_ERROR;
     }
 

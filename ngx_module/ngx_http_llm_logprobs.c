@@ -1,8 +1,8 @@
 
 /*
  * ngx_http_llm_logprobs.c -- the per-choice fields that depend on token
- * ids: logprobs (the chat, completions and responses shapes) and
- * stop_reason.
+ * ids: logprobs (the chat, completions and responses shapes), vLLM's
+ * prompt_logprobs and stop_reason.
  *
  * Token strings are what tokenizer.decode([id]) gives, the text vLLM shows
  * for a token; a logprob of -inf is clamped to -9999.0 as vLLM does.
@@ -18,6 +18,8 @@ static void ngx_http_llm_token_bytes(ngx_http_llm_json_t *j, ngx_str_t *s);
 static size_t ngx_http_llm_utf8_chars(ngx_str_t *s);
 static void ngx_http_llm_top_dict(ngx_http_llm_json_t *j, ngx_pool_t *pool,
     llm_token_logprob *lp, int n_top);
+static llm_token_logprob *ngx_http_llm_lp_at(ngx_http_llm_seq_t *seq,
+    ngx_uint_t n_echo, ngx_uint_t i);
 
 
 /* {"content":[{"token","logprob","bytes","top_logprobs":[...]}]} */
@@ -105,31 +107,44 @@ ngx_http_llm_logprobs_list(ngx_http_llm_json_t *j, ngx_http_llm_seq_t *seq,
  * {"text_offset":[...],"token_logprobs":[...],"tokens":[...],
  *  "top_logprobs":[{"token":logprob,...},...]}; offsets count characters
  * of the text returned so far, as Python's len() does.
+ *
+ * echo: the choice's first text starts with the prompt, and so do these
+ * lists (vLLM): its first token has null for its logprob and its dict,
+ * the others their prompt logprobs; with max_tokens 0 there is nothing
+ * after them.  Offsets run on over the prompt's tokens into the output's,
+ * in a stream too (vLLM's later chunks restart without the prompt).
  */
 
 void
 ngx_http_llm_logprobs_completions(ngx_http_llm_json_t *j,
-    ngx_http_llm_seq_t *seq)
+    ngx_http_llm_seq_t *seq, ngx_uint_t echo)
 {
-    size_t       offset;
-    ngx_str_t    s;
-    ngx_uint_t   i;
-    ngx_pool_t  *pool;
+    size_t              offset;
+    int32_t            *ids;
+    ngx_str_t           s;
+    ngx_uint_t          i, n, n_echo;
+    ngx_pool_t         *pool;
+    llm_token_logprob  *lp;
 
     pool = seq->ctx->request->pool;
+
+    n_echo = echo ? (ngx_uint_t) seq->prompt->n : 0;
+    n = n_echo + (seq->ctx->job->echo_only ? 0 : seq->n_lp);
+    ids = seq->prompt->ids;
 
     ngx_http_llm_json_lit(j, "{\"text_offset\":[");
 
     offset = seq->text_offset;
 
-    for (i = 0; i < seq->n_lp; i++) {
+    for (i = 0; i < n; i++) {
         if (i) {
             ngx_http_llm_json_lit(j, ",");
         }
 
         ngx_http_llm_json_int(j, offset);
 
-        s = ngx_http_llm_token_str(pool, seq->lp[i].id);
+        s = ngx_http_llm_token_str(pool, i < n_echo ? ids[i]
+                                                    : seq->lp[i - n_echo].id);
         offset += ngx_http_llm_utf8_chars(&s);
     }
 
@@ -137,36 +152,139 @@ ngx_http_llm_logprobs_completions(ngx_http_llm_json_t *j,
 
     ngx_http_llm_json_lit(j, "],\"token_logprobs\":[");
 
-    for (i = 0; i < seq->n_lp; i++) {
+    for (i = 0; i < n; i++) {
         if (i) {
             ngx_http_llm_json_lit(j, ",");
         }
 
-        ngx_http_llm_logprob(j, seq->lp[i].logprob);
+        lp = ngx_http_llm_lp_at(seq, n_echo, i);
+
+        if (lp == NULL) {
+            ngx_http_llm_json_lit(j, "null");
+
+        } else {
+            ngx_http_llm_logprob(j, lp->logprob);
+        }
     }
 
     ngx_http_llm_json_lit(j, "],\"tokens\":[");
 
-    for (i = 0; i < seq->n_lp; i++) {
+    for (i = 0; i < n; i++) {
         if (i) {
             ngx_http_llm_json_lit(j, ",");
         }
 
-        s = ngx_http_llm_token_str(pool, seq->lp[i].id);
+        s = ngx_http_llm_token_str(pool, i < n_echo ? ids[i]
+                                                    : seq->lp[i - n_echo].id);
         ngx_http_llm_json_str(j, s.data, s.len);
     }
 
     ngx_http_llm_json_lit(j, "],\"top_logprobs\":[");
 
-    for (i = 0; i < seq->n_lp; i++) {
+    for (i = 0; i < n; i++) {
         if (i) {
             ngx_http_llm_json_lit(j, ",");
         }
 
-        ngx_http_llm_top_dict(j, pool, &seq->lp[i], seq->ctx->job->logprobs);
+        lp = ngx_http_llm_lp_at(seq, n_echo, i);
+
+        if (lp == NULL) {
+            ngx_http_llm_json_lit(j, "null");
+
+        } else {
+            ngx_http_llm_top_dict(j, pool, lp, seq->ctx->job->logprobs);
+        }
     }
 
     ngx_http_llm_json_lit(j, "]}");
+}
+
+
+/* entry i of the echoed prompt's n_echo tokens and then the output's */
+
+static llm_token_logprob *
+ngx_http_llm_lp_at(ngx_http_llm_seq_t *seq, ngx_uint_t n_echo, ngx_uint_t i)
+{
+    if (i >= n_echo) {
+        return &seq->lp[i - n_echo];
+    }
+
+    /* the first prompt token has none */
+    return (i > 0 && i - 1 < seq->n_plp) ? &seq->plp[i - 1] : NULL;
+}
+
+
+/*
+ * vLLM's prompt_logprobs: [null, {"id": {"logprob", "rank",
+ * "decoded_token"}, ...}, ...], a dict for every prompt token after the
+ * first: the prompt token with its rank, then the N most likely with ranks
+ * 1..N.  Keys are token ids, so a prompt token among the N keeps its first
+ * place and takes the later value, as in the Python dict vLLM builds.
+ */
+
+void
+ngx_http_llm_prompt_logprobs(ngx_http_llm_json_t *j, ngx_http_llm_seq_t *seq)
+{
+    int                 d, k, m, n_top;
+    int                 rank[NGX_HTTP_LLM_MAX_LOGPROBS + 1];
+    int32_t             id[NGX_HTTP_LLM_MAX_LOGPROBS + 1];
+    float               value[NGX_HTTP_LLM_MAX_LOGPROBS + 1];
+    ngx_str_t           s;
+    ngx_uint_t          i;
+    ngx_pool_t         *pool;
+    llm_token_logprob  *lp;
+
+    pool = seq->ctx->request->pool;
+    n_top = seq->ctx->job->sp.prompt_logprobs;
+
+    ngx_http_llm_json_lit(j, "[null");
+
+    for (i = 0; i < seq->n_plp; i++) {
+        lp = &seq->plp[i];
+
+        id[0] = lp->id;
+        value[0] = lp->logprob;
+        rank[0] = lp->rank;
+        m = 1;
+
+        for (k = 0; k < lp->n_top && k < n_top; k++) {
+            for (d = 0; d < m && id[d] != lp->top_ids[k]; d++) {
+                /* void */
+            }
+
+            if (d == m) {
+                id[m] = lp->top_ids[k];
+                m++;
+            }
+
+            value[d] = lp->top_logprobs[k];
+            rank[d] = k + 1;
+        }
+
+        ngx_http_llm_json_lit(j, ",{");
+
+        for (k = 0; k < m; k++) {
+            if (k) {
+                ngx_http_llm_json_lit(j, ",");
+            }
+
+            ngx_http_llm_json_lit(j, "\"");
+            ngx_http_llm_json_int(j, id[k]);
+            ngx_http_llm_json_lit(j, "\":{\"logprob\":");
+            ngx_http_llm_logprob(j, value[k]);
+            ngx_http_llm_json_lit(j, ",\"rank\":");
+            ngx_http_llm_json_int(j, rank[k]);
+            ngx_http_llm_json_lit(j, ",\"decoded_token\":");
+
+            s = ngx_http_llm_token_str(pool, id[k]);
+            ngx_http_llm_json_str(j, s.data, s.len);
+            ngx_http_llm_json_lit(j, "}");
+        }
+
+        ngx_http_llm_json_lit(j, "}");
+    }
+
+    ngx_http_llm_json_lit(j, "]");
 }
 
 

@@ -190,6 +190,10 @@ typedef struct {
     ngx_uint_t                  lp_cap;
     size_t                      text_offset;   /* completions text_offset */
 
+    /* prompt logprobs: prompt->n - 1 records, token i + 1 in record i */
+    llm_token_logprob          *plp;
+    ngx_uint_t                  n_plp;
+
     /* the engine's record, copied at every drain */
     llm_request_stats           stats;
     llm_finish_reason           finish;
@@ -362,6 +366,8 @@ void ngx_http_llm_logprobs_chat(ngx_http_llm_json_t *j,
 void ngx_http_llm_logprobs_list(ngx_http_llm_json_t *j,
     ngx_http_llm_seq_t *seq, ngx_uint_t from, ngx_uint_t bytes);
 void ngx_http_llm_logprobs_completions(ngx_http_llm_json_t *j,
+    ngx_http_llm_seq_t *seq, ngx_uint_t echo);
+void ngx_http_llm_prompt_logprobs(ngx_http_llm_json_t *j,
     ngx_http_llm_seq_t *seq);
 void ngx_http_llm_stop_reason(ngx_http_llm_json_t *j,
     ngx_http_llm_seq_t *seq);

@@ -27,6 +27,8 @@ static ngx_int_t ngx_http_llm_parse_bias(ngx_http_llm_job_t *job,
     yajl_val root);
 static ngx_int_t ngx_http_llm_parse_logprobs(ngx_http_llm_job_t *job,
     yajl_val root);
+static ngx_int_t ngx_http_llm_parse_prompt_logprobs(ngx_http_llm_job_t *job,
+    yajl_val root);
 
 
 /* the fields every generating endpoint reads before its own */
@@ -40,7 +42,8 @@ ngx_http_llm_params_parse(ngx_http_llm_job_t *job, yajl_val root)
         || ngx_http_llm_parse_max_tokens(job, root) != NGX_OK
         || ngx_http_llm_parse_stop(job, root) != NGX_OK
         || ngx_http_llm_parse_bias(job, root) != NGX_OK
-        || ngx_http_llm_parse_logprobs(job, root) != NGX_OK)
+        || ngx_http_llm_parse_logprobs(job, root) != NGX_OK
+        || ngx_http_llm_parse_prompt_logprobs(job, root) != NGX_OK)
     {
         return NGX_ERROR;
     }
@@ -556,6 +559,69 @@ ngx_http_llm_parse_logprobs(ngx_http_llm_job_t *job, yajl_val root)
 
     job->logprobs = (int) n;
     job->sp.logprobs = (int) n;
+
+    return NGX_OK;
+}
+
+
+/*
+ * prompt_logprobs (vLLM's extension of chat and completions): N gives
+ * every prompt token after the first its logprob, rank and the N most
+ * likely tokens.  vLLM's request validator first (stream, then the sign),
+ * then its sampling check (-1 is the whole vocabulary: over the maximum of
+ * 20).  /responses has no such field: job.c refuses it there.
+ */
+
+static ngx_int_t
+ngx_http_llm_parse_prompt_logprobs(ngx_http_llm_job_t *job, yajl_val root)
+{
+    int64_t    n;
+    ngx_int_t  rc;
+
+    job->sp.prompt_logprobs = -1;
+
+    if (job->route != NGX_HTTP_LLM_ROUTE_CHAT
+        && job->route != NGX_HTTP_LLM_ROUTE_COMPLETIONS)
+    {
+        return NGX_OK;
+    }
+
+    rc = ngx_http_llm_job_int(job, root, "prompt_logprobs", &n);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
+        return NGX_ERROR;
+    }
+
+    if (rc == NGX_HTTP_LLM_FIELD_ABSENT) {
+        return NGX_OK;
+    }
+
+    if (job->stream && (n > 0 || n == -1)) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt_logprobs",
+                               "`prompt_logprobs` are not available when "
+                               "`stream=True`.");
+        return NGX_ERROR;
+    }
+
+    if (n < -1) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt_logprobs",
+                               "`prompt_logprobs` must be a positive value "
+                               "or -1.");
+        return NGX_ERROR;
+    }
+
+    if (n == -1) {
+        n = llm_model_vocab_size(job->model);   /* "all": too many */
+    }
+
+    if (n > NGX_HTTP_LLM_MAX_LOGPROBS) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt_logprobs",
+                               "Requested prompt logprobs of %L, which is "
+                               "greater than max allowed: %d", n,
+                               NGX_HTTP_LLM_MAX_LOGPROBS);
+        return NGX_ERROR;
+    }
+
+    job->sp.prompt_logprobs = (int) n;
 
     return NGX_OK;
 }

@@ -474,8 +474,6 @@ bad('top_logprobs -2', $chat, { %m, logprobs => \1, top_logprobs => -2 },
     'top_logprobs', qr/positive value or -1/);
 bad('logprobs not a boolean in chat', $chat, { %m, logprobs => 2 },
     'logprobs', qr/must be a boolean/);
-bad('echo with logprobs', $cmpl, { prompt => 'a', echo => \1, logprobs => 1 },
-    'echo', qr/prompt's logprobs/);
 bad('stop_token_ids out of the vocabulary', $cmpl, { prompt => 'a',
     stop_token_ids => [ 999999 ] }, 'stop_token_ids', qr/out-of-vocab/);
 bad('stop_token_ids not ids', $cmpl, { prompt => 'a',

@@ -9,6 +9,9 @@
  * F, --ignore-eos, --logit-bias ID:V,ID:V..., --spec K [--lookup-min m
  * --lookup-max M] (n-gram speculation, default lookup 1..4), --threads N,
  * --device D.  With --spec, --json adds the speculation counters.
+ * --prompt-logprobs N: --json adds "prompt_logprobs", one
+ * {"id","logprob","rank","top":[[id,logprob]...]} per prompt token after
+ * the first.
  */
 #include <semaphore.h>
 #include <stdint.h>
@@ -32,6 +35,8 @@ typedef struct {
     size_t              text_len;
     int32_t            *ids;
     int                 n_ids;
+    llm_token_logprob  *plp;            /* prompt logprobs */
+    int                 n_plp;
 } llm_gen_state;
 
 
@@ -59,6 +64,12 @@ llm_gen_output(llm_request *r, const llm_output *o, void *data)
     g->ids = llm_xrealloc(g->ids, sizeof(int32_t) * (g->n_ids + o->n_ids + 1));
     memcpy(g->ids + g->n_ids, o->ids, sizeof(int32_t) * o->n_ids);
     g->n_ids += o->n_ids;
+    if (o->prompt_logprobs) {
+        g->plp = llm_xmalloc(sizeof(llm_token_logprob) * o->n_prompt_logprobs);
+        memcpy(g->plp, o->prompt_logprobs,
+               sizeof(llm_token_logprob) * o->n_prompt_logprobs);
+        g->n_plp = o->n_prompt_logprobs;
+    }
     if (o->finish_reason != LLM_FINISH_NONE) {
         g->done = 1;
         g->finish = o->finish_reason;
@@ -127,6 +138,29 @@ llm_gen_print_json(const llm_gen_state *g, const int32_t *prompt,
     llm_gen_key_num(j, "generation_ms", m.has_generation, m.generation_ms);
     llm_gen_key_num(j, "tokens_per_second", m.has_tps, m.tokens_per_second);
     yajl_gen_map_close(j);
+    if (g->plp) {
+        int  i, k;
+
+        yajl_gen_string(j, (const unsigned char *) "prompt_logprobs", 15);
+        yajl_gen_array_open(j);
+        for (i = 0; i < g->n_plp; i++) {
+            yajl_gen_map_open(j);
+            llm_gen_key_int(j, "id", g->plp[i].id);
+            llm_gen_key_num(j, "logprob", 1, g->plp[i].logprob);
+            llm_gen_key_int(j, "rank", g->plp[i].rank);
+            yajl_gen_string(j, (const unsigned char *) "top", 3);
+            yajl_gen_array_open(j);
+            for (k = 0; k < g->plp[i].n_top; k++) {
+                yajl_gen_array_open(j);
+                yajl_gen_integer(j, g->plp[i].top_ids[k]);
+                yajl_gen_double(j, g->plp[i].top_logprobs[k]);
+                yajl_gen_array_close(j);
+            }
+            yajl_gen_array_close(j);
+            yajl_gen_map_close(j);
+        }
+        yajl_gen_array_close(j);
+    }
     if (g->stats.num_spec_tokens > 0) {
         yajl_gen_string(j, (const unsigned char *) "speculation", 11);
         yajl_gen_map_open(j);
@@ -196,11 +230,12 @@ llm_gen_parse_bias(const char *s, int32_t **ids, float **vals)
 int
 llm_cmd_generate(int argc, char **argv)
 {
-    enum { MAXT, TEMP, TOPP, TOPK, SEED, SPEC, LMIN, LMAX, FREQ, PRES, NOPT };
+    enum { MAXT, TEMP, TOPP, TOPK, SEED, SPEC, LMIN, LMAX, FREQ, PRES, PLP,
+           NOPT };
     static const char    *nums[NOPT] = {
         "--max-tokens", "--temperature", "--top-p", "--top-k", "--seed",
         "--spec", "--lookup-min", "--lookup-max", "--frequency-penalty",
-        "--presence-penalty"
+        "--presence-penalty", "--prompt-logprobs"
     };
     const char           *dir = llm_cli_opt(argc, argv, "--model");
     const char           *prompt = llm_cli_opt(argc, argv, "--prompt");
@@ -276,6 +311,9 @@ llm_cmd_generate(int argc, char **argv)
     if (have[PRES]) {
         p.presence_penalty = v[PRES];
     }
+    if (have[PLP]) {
+        p.prompt_logprobs = (int) v[PLP];
+    }
     p.ignore_eos = llm_cli_flag(argc, argv, "--ignore-eos");
     if (bias) {
         p.n_logit_bias = llm_gen_parse_bias(bias, &bias_ids, &bias_vals);
@@ -310,6 +348,7 @@ done:
     free(bias_vals);
     free(g.text);
     free(g.ids);
+    free(g.plp);
     llm_engine_destroy(e);
     sem_destroy(&sem);
     return rc;
