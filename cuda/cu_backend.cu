@@ -15,7 +15,8 @@
  * the step runs (cu_forward.c over the ops below, or a CUDA graph captured
  * once per decode size), and the logits rows come back through pinned
  * buffers in a pipeline: while chunk i is copied, the host places chunk
- * i - 1 in the caller's array.  forward_greedy copies only argmax ids.
+ * i - 1 in the caller's array.  forward_sample instead samples the rows
+ * on the device (cu_sample.cu) and copies only the ids.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +70,11 @@ typedef struct {
     cudaEvent_t       pipe_ev[LLM_CU_NPIPE];
     int               pipe_rows;
     int32_t          *ids_host;
+
+    /* forward_sample: each step's rows and the modifications, staged in
+     * pinned memory and copied in one transfer */
+    char             *smp_host, *smp_dev;
+    size_t            smp_host_cap, smp_dev_cap;
 
     llm_cu_graph      graphs[LLM_CU_MAX_GRAPHS];
     int               n_graphs;
@@ -186,16 +192,6 @@ llm_gpu_silu_mul(void *ctx, const llm_cu_state *s, const float *gu, int n,
 }
 
 
-static int
-llm_gpu_argmax(void *ctx, const llm_cu_state *s, const float *logits, int n,
-    int32_t *ids)
-{
-    llm_cu_backend  *b = (llm_cu_backend *) ctx;
-
-    return llm_cuk_argmax(b->stream, logits, n, s->V, ids, b->err);
-}
-
-
 extern "C" const llm_cu_ops llm_cu_gpu_ops = {
     llm_gpu_embed,
     llm_gpu_rmsnorm,
@@ -204,7 +200,6 @@ extern "C" const llm_cu_ops llm_cu_gpu_ops = {
     llm_gpu_attn_split,
     llm_gpu_attn_prefill,
     llm_gpu_silu_mul,
-    llm_gpu_argmax,
 };
 
 
@@ -275,7 +270,7 @@ llm_cu_graph_capture(llm_cu_backend *b, const llm_cu_step *st)
     {
         goto off;
     }
-    rc = llm_cu_forward_step(&llm_cu_gpu_ops, b, &b->s, st, b->md_dev, 1);
+    rc = llm_cu_forward_step(&llm_cu_gpu_ops, b, &b->s, st, b->md_dev);
     e = cudaStreamEndCapture(b->stream, &graph);
     if (rc != 0) {
         llm_cu_errf(why, "%s", b->err);
@@ -324,8 +319,7 @@ llm_cu_graph_run(llm_cu_backend *b, const llm_cu_step *st, char *err)
         }
     }
     /* eager first: it also loads every kernel the capture will record */
-    if (llm_cu_forward_step(&llm_cu_gpu_ops, b, &b->s, st, b->md_dev, 1)
-        != 0)
+    if (llm_cu_forward_step(&llm_cu_gpu_ops, b, &b->s, st, b->md_dev) != 0)
     {
         llm_cu_errf(err, "%s", b->err);
         return -1;
@@ -396,9 +390,77 @@ llm_cu_copy_out(llm_cu_backend *b, const llm_cu_step *st, float *logits,
 }
 
 
+/* Samples the step's logits rows on the device into s.ids: their rows of
+ * the caller's spec (in step order, by plan.logits_idx) and all of its
+ * modifications go over in one copy; spec NULL samples greedily.  The
+ * staging buffer is free again: the previous step with logits ended with
+ * a synchronisation (llm_cu_copy_out). */
+static int
+llm_cu_sample(llm_cu_backend *b, const llm_cu_step *st,
+    const llm_sample_spec *spec, char *err)
+{
+    const int32_t   *idx = b->plan.logits_idx;
+    size_t           rb, need;
+    llm_sample_row  *rows;
+    int              k;
+
+    if (st->n_logits == 0) {
+        return 0;
+    }
+    if (spec == NULL) {
+        return llm_cuk_sample(b->stream, b->s.logits, st->n_logits, b->s.V,
+                              NULL, NULL, b->s.ids, err);
+    }
+    rb = sizeof(llm_sample_row) * st->n_logits;
+    need = rb + sizeof(llm_sample_mod) * spec->n_mods;
+    if (need > b->smp_host_cap) {
+        if (b->smp_host && LLM_CU_TRY(cudaFreeHost(b->smp_host), err)) {
+            return -1;
+        }
+        b->smp_host = NULL;
+        b->smp_host_cap = 0;
+        if (LLM_CU_TRY(cudaHostAlloc(&b->smp_host, need + need / 2,
+                                     cudaHostAllocDefault), err))
+        {
+            return -1;
+        }
+        b->smp_host_cap = need + need / 2;
+    }
+    if (need > b->smp_dev_cap) {
+        /* nothing in flight reads it: steps with logits end synchronised */
+        if (b->smp_dev && LLM_CU_TRY(cudaFree(b->smp_dev), err)) {
+            return -1;
+        }
+        b->smp_dev = NULL;
+        b->smp_dev_cap = 0;
+        if (LLM_CU_TRY(cudaMalloc(&b->smp_dev, need + need / 2), err)) {
+            return -1;
+        }
+        b->smp_dev_cap = need + need / 2;
+    }
+    rows = (llm_sample_row *) b->smp_host;
+    for (k = 0; k < st->n_logits; k++) {
+        rows[k] = spec->rows[idx[k]];
+    }
+    if (spec->n_mods > 0) {
+        memcpy(b->smp_host + rb, spec->mods,
+               sizeof(llm_sample_mod) * spec->n_mods);
+    }
+    if (LLM_CU_TRY(cudaMemcpyAsync(b->smp_dev, b->smp_host, need,
+                                   cudaMemcpyHostToDevice, b->stream), err))
+    {
+        return -1;
+    }
+    return llm_cuk_sample(b->stream, b->s.logits, st->n_logits, b->s.V,
+                          (const llm_sample_row *) b->smp_dev,
+                          (const llm_sample_mod *) (b->smp_dev + rb),
+                          b->s.ids, err);
+}
+
+
 static int
 llm_cu_run(llm_cu_backend *b, const llm_batch *batch, float *logits,
-    int32_t *ids, char *err)
+    const llm_sample_spec *spec, int32_t *ids, char *err)
 {
     llm_cu_step  st;
     int          tok0, rc, cur;
@@ -438,12 +500,14 @@ llm_cu_run(llm_cu_backend *b, const llm_batch *batch, float *logits,
             rc = llm_cu_graph_run(b, &st, err);
         } else {
             rc = llm_cu_forward_step(&llm_cu_gpu_ops, b, &b->s, &st,
-                                     b->md_dev, ids != NULL);
+                                     b->md_dev);
             if (rc != 0) {
                 llm_cu_errf(err, "%s", b->err);
             }
         }
-        if (rc != 0 || llm_cu_copy_out(b, &st, logits, ids, err) != 0) {
+        if (rc != 0 || (ids != NULL && llm_cu_sample(b, &st, spec, err) != 0)
+            || llm_cu_copy_out(b, &st, logits, ids, err) != 0)
+        {
             return -1;
         }
     }
@@ -457,15 +521,16 @@ static int
 llm_cu_forward(llm_backend *base, const llm_batch *batch, float *logits,
     char *err)
 {
-    return llm_cu_run((llm_cu_backend *) base, batch, logits, NULL, err);
+    return llm_cu_run((llm_cu_backend *) base, batch, logits, NULL, NULL,
+                      err);
 }
 
 
 static int
-llm_cu_forward_greedy(llm_backend *base, const llm_batch *batch,
-    int32_t *ids, char *err)
+llm_cu_forward_sample(llm_backend *base, const llm_batch *batch,
+    const llm_sample_spec *spec, int32_t *ids, char *err)
 {
-    return llm_cu_run((llm_cu_backend *) base, batch, NULL, ids, err);
+    return llm_cu_run((llm_cu_backend *) base, batch, NULL, spec, ids, err);
 }
 
 
@@ -730,6 +795,10 @@ llm_cu_free(llm_backend *base)
     if (b->ids_host) {
         cudaFreeHost(b->ids_host);
     }
+    if (b->smp_host) {
+        cudaFreeHost(b->smp_host);
+    }
+    cudaFree(b->smp_dev);
     cudaFree(b->md_dev);
     cudaFree(b->s.kv);
     cudaFree(b->bmem);
@@ -766,7 +835,9 @@ llm_cu_create(const llm_model *m, const llm_backend_config *cfg, int random,
     snprintf(b->name, sizeof(b->name), "cuda:%d", cfg->device);
     b->base.name = b->name;
     b->base.forward = llm_cu_forward;
-    b->base.forward_greedy = llm_cu_forward_greedy;
+    /* LLM_CUDA_SAMPLE=0: the engine samples on the host from the logits */
+    b->base.forward_sample = llm_cu_env_int("LLM_CUDA_SAMPLE", 1)
+                             ? llm_cu_forward_sample : NULL;
     b->base.free = llm_cu_free;
 
     if (LLM_CU_TRY(cudaGetDeviceCount(&n_dev), err)) {
