@@ -4,7 +4,9 @@
 # pointed to by LLM_CUDA_LIBRARY, it is what the engine dlopens for
 # --device cuda:0.  The same end-to-end check as t/gpu/run.sh, smaller:
 # greedy generation through the engine identical to the CPU backend's,
-# teacher-forced logits within tolerance, `llm generate --device cuda:0`
+# teacher-forced logits within tolerance, six seeded requests with
+# different sampling parameters in one batch sampled on the device as the
+# host sampler samples them (build/gpu/e2e), `llm generate --device cuda:0`
 # giving the CPU's ids (sampled on the device: forward_sample, greedy),
 # seeded sampling on the device (cuda/cu_sample.cu) reproducible and equal
 # to the host sampler's on the same logits where the two walk the same
@@ -40,11 +42,14 @@ PROMPT="The quick brown fox jumps over the lazy dog."
 
 echo "1..12"
 for dt in f16 bf16; do
+    # sampling through the engine (e2e's step 3) once, on f16
+    sampling=1
+    [ $dt = bf16 ] && sampling=0
     "$BUILD/llm" make-model --tokenizer "$tmp/tok" --out "$tmp/$dt" \
         --layers 2 --hidden 256 --heads 4 --kv-heads 2 --intermediate 512 \
         --rope-llama3 --dtype $dt --seed 7 > /dev/null 2>&1
     "$BUILD/gpu/e2e" --model "$tmp/$dt" --prompt "$PROMPT" --device cuda:0 \
-        --tokens 20 > "$tmp/e2e-$dt.log" 2>&1
+        --tokens 20 --sampling $sampling > "$tmp/e2e-$dt.log" 2>&1
     rc=$?
     [ $rc -ne 0 ] && sed 's/^/# /' "$tmp/e2e-$dt.log"
     ok $rc "$dt: $(grep '^e2e:' "$tmp/e2e-$dt.log" || echo 'e2e failed')"
