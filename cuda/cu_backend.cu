@@ -75,6 +75,11 @@ typedef struct {
      * pinned memory and copied in one transfer */
     char             *smp_host, *smp_dev;
     size_t            smp_host_cap, smp_dev_cap;
+    /* rows asking for logprobs: their records, and scratch rows to sample
+     * in (allocated on first use) */
+    llm_token_logprob *lp_dev, *lp_host;
+    float            *lp_scratch;
+    int               lp_scratch_rows, step_lp;
 
     llm_cu_graph      graphs[LLM_CU_MAX_GRAPHS];
     int               n_graphs;
@@ -390,6 +395,41 @@ llm_cu_copy_out(llm_cu_backend *b, const llm_cu_step *st, float *logits,
 }
 
 
+/* Scratch rows for n rows with logprobs, and the records of a step's rows
+ * (first use).  Nothing in flight uses the old scratch: steps with logits
+ * end synchronised. */
+static int
+llm_cu_grow_lp(llm_cu_backend *b, int n, char *err)
+{
+    size_t  nl = (size_t) b->s.cap_logits;
+
+    if (b->lp_dev == NULL
+        && (LLM_CU_TRY(cudaMalloc(&b->lp_dev, sizeof(llm_token_logprob) * nl),
+                       err)
+            || LLM_CU_TRY(cudaHostAlloc(&b->lp_host,
+                                        sizeof(llm_token_logprob) * nl,
+                                        cudaHostAllocDefault), err)))
+    {
+        return -1;
+    }
+    if (n <= b->lp_scratch_rows) {
+        return 0;
+    }
+    if (b->lp_scratch && LLM_CU_TRY(cudaFree(b->lp_scratch), err)) {
+        return -1;
+    }
+    b->lp_scratch = NULL;
+    b->lp_scratch_rows = 0;
+    if (LLM_CU_TRY(cudaMalloc(&b->lp_scratch,
+                              sizeof(float) * b->s.V * (size_t) n), err))
+    {
+        return -1;
+    }
+    b->lp_scratch_rows = n;
+    return 0;
+}
+
+
 /* Samples the step's logits rows on the device into s.ids: their rows of
  * the caller's spec (in step order, by plan.logits_idx) and all of its
  * modifications go over in one copy; spec NULL samples greedily.  The
@@ -404,12 +444,13 @@ llm_cu_sample(llm_cu_backend *b, const llm_cu_step *st,
     llm_sample_row  *rows;
     int              k;
 
+    b->step_lp = 0;
     if (st->n_logits == 0) {
         return 0;
     }
     if (spec == NULL) {
         return llm_cuk_sample(b->stream, b->s.logits, st->n_logits, b->s.V,
-                              NULL, NULL, b->s.ids, err);
+                              NULL, NULL, b->s.ids, NULL, NULL, err);
     }
     rb = sizeof(llm_sample_row) * st->n_logits;
     need = rb + sizeof(llm_sample_mod) * spec->n_mods;
@@ -441,6 +482,10 @@ llm_cu_sample(llm_cu_backend *b, const llm_cu_step *st,
     rows = (llm_sample_row *) b->smp_host;
     for (k = 0; k < st->n_logits; k++) {
         rows[k] = spec->rows[idx[k]];
+        rows[k].lp_slot = rows[k].logprobs >= 0 ? b->step_lp++ : -1;
+    }
+    if (b->step_lp > 0 && llm_cu_grow_lp(b, b->step_lp, err) != 0) {
+        return -1;
     }
     if (spec->n_mods > 0) {
         memcpy(b->smp_host + rb, spec->mods,
@@ -451,16 +496,43 @@ llm_cu_sample(llm_cu_backend *b, const llm_cu_step *st,
     {
         return -1;
     }
-    return llm_cuk_sample(b->stream, b->s.logits, st->n_logits, b->s.V,
-                          (const llm_sample_row *) b->smp_dev,
-                          (const llm_sample_mod *) (b->smp_dev + rb),
-                          b->s.ids, err);
+    if (llm_cuk_sample(b->stream, b->s.logits, st->n_logits, b->s.V,
+                       (const llm_sample_row *) b->smp_dev,
+                       (const llm_sample_mod *) (b->smp_dev + rb), b->s.ids,
+                       b->lp_scratch, b->lp_dev, err) != 0)
+    {
+        return -1;
+    }
+    /* the records come back with the ids (llm_cu_copy_out waits) */
+    return b->step_lp > 0
+           && LLM_CU_TRY(cudaMemcpyAsync(b->lp_host, b->lp_dev,
+                             sizeof(llm_token_logprob) * st->n_logits,
+                             cudaMemcpyDeviceToHost, b->stream), err)
+           ? -1 : 0;
+}
+
+
+/* The logprob records of the step's rows that asked, by plan.logits_idx
+ * (after llm_cu_copy_out synchronised). */
+static void
+llm_cu_place_lp(llm_cu_backend *b, const llm_cu_step *st,
+    const llm_sample_spec *spec, llm_token_logprob *lp)
+{
+    const int32_t  *idx = b->plan.logits_idx;
+    int             k;
+
+    for (k = 0; b->step_lp > 0 && lp != NULL && k < st->n_logits; k++) {
+        if (spec->rows[idx[k]].logprobs >= 0) {
+            lp[idx[k]] = b->lp_host[k];
+        }
+    }
 }
 
 
 static int
 llm_cu_run(llm_cu_backend *b, const llm_batch *batch, float *logits,
-    const llm_sample_spec *spec, int32_t *ids, char *err)
+    const llm_sample_spec *spec, int32_t *ids, llm_token_logprob *lp,
+    char *err)
 {
     llm_cu_step  st;
     int          tok0, rc, cur;
@@ -510,6 +582,9 @@ llm_cu_run(llm_cu_backend *b, const llm_batch *batch, float *logits,
         {
             return -1;
         }
+        if (ids != NULL && spec != NULL) {
+            llm_cu_place_lp(b, &st, spec, lp);
+        }
     }
     /* steps without logits were not waited for: the next one was planned
      * while they ran */
@@ -522,15 +597,17 @@ llm_cu_forward(llm_backend *base, const llm_batch *batch, float *logits,
     char *err)
 {
     return llm_cu_run((llm_cu_backend *) base, batch, logits, NULL, NULL,
-                      err);
+                      NULL, err);
 }
 
 
 static int
 llm_cu_forward_sample(llm_backend *base, const llm_batch *batch,
-    const llm_sample_spec *spec, int32_t *ids, char *err)
+    const llm_sample_spec *spec, int32_t *ids, llm_token_logprob *lp,
+    char *err)
 {
-    return llm_cu_run((llm_cu_backend *) base, batch, NULL, spec, ids, err);
+    return llm_cu_run((llm_cu_backend *) base, batch, NULL, spec, ids, lp,
+                      err);
 }
 
 
@@ -798,7 +875,12 @@ llm_cu_free(llm_backend *base)
     if (b->smp_host) {
         cudaFreeHost(b->smp_host);
     }
+    if (b->lp_host) {
+        cudaFreeHost(b->lp_host);
+    }
     cudaFree(b->smp_dev);
+    cudaFree(b->lp_dev);
+    cudaFree(b->lp_scratch);
     cudaFree(b->md_dev);
     cudaFree(b->s.kv);
     cudaFree(b->bmem);

@@ -38,10 +38,13 @@ int llm_cuk_fill_f32(cudaStream_t st, float *dst, size_t n, float v,
     char *err);
 
 /* cu_sample.cu: samples logits rows 0..n (modified in place) into ids[];
- * rows[i] is row i's sampling (NULL: all greedy), mods its modifications */
+ * rows[i] is row i's sampling (NULL: all greedy), mods its modifications.
+ * A row with logprobs >= 0 fills lp[i] from its raw logits and is sampled
+ * in scratch row rows[i].lp_slot (V floats each) instead, so it keeps
+ * them. */
 int llm_cuk_sample(cudaStream_t st, float *logits, int n, int V,
     const llm_sample_row *rows, const llm_sample_mod *mods, int32_t *ids,
-    char *err);
+    float *scratch, llm_token_logprob *lp, char *err);
 
 /* cu_gemv.cu: out[n][N] = in[n][K] . W[N][K]^T for n <= LLM_CUK_GEMV_MAX
  * rows and K % 8 == 0, reading each weight once */

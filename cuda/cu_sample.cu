@@ -27,6 +27,13 @@
  *     both (up to the rounding of the sums at a boundary); with them the
  *     host walks in sorted order: same distribution, other tokens per u.
  *
+ * Logprobs (rows with logprobs >= 0) come from the raw logits, as the host
+ * sampler takes them: log-sum-exp (f64 sum), the chosen token's logprob,
+ * and the top N (<= 20) raw logits by the same kind of threshold search on
+ * order-preserving keys of the floats, sorted by value then index.  Such a
+ * row is sampled in a scratch copy (its slot in `scratch`), so that the
+ * raw logit of the chosen token is still there at the end.
+ *
  * Exact f32 as on the host: the products l * (1/T) are __fmul_rn (nvcc
  * would otherwise fuse them with the subtraction into an FMA, which the
  * host's x86-64 code does not).  expf on the GPU is within 2 ulp of the
@@ -181,6 +188,97 @@ llm_block_argmax(const float *x, int V, float *best_out, float *bv, int *bi)
 }
 
 
+/* An unsigned key with the order of the floats (sign flipped, negatives
+ * reversed). */
+__device__ __forceinline__ unsigned
+llm_float_key(float f)
+{
+    unsigned  b;
+
+    memcpy(&b, &f, sizeof(b));
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+
+/* The top n (<= 20, <= V) raw logits into lp, sorted by value descending
+ * then index ascending (llm_fill_logprobs' order), as logprobs. */
+__device__ void
+llm_sample_top_n(const float *x, int V, int n, float lse,
+    llm_token_logprob *lp, int *redc, double *redm, int *scan_c, float *tv,
+    int *ti)
+{
+    unsigned long long  lo = 0, hi = 1ull << 32, mid;
+    unsigned            t, k;
+    int                 tid = threadIdx.x, nt = blockDim.x, j, j0, j1;
+    int                 cnt, c_hi = 0, quota, neq, rank, sel, pos;
+    double              none;
+
+    /* the largest key t with count(key >= t) >= n */
+    while (hi - lo > 1) {
+        mid = lo + (hi - lo) / 2;
+        cnt = 0;
+        for (j = tid; j < V; j += nt) {
+            cnt += llm_float_key(x[j]) >= mid;
+        }
+        none = 0.0;
+        llm_block_sum2(&cnt, &none, redc, redm);
+        if (cnt >= n) {
+            lo = mid;
+        } else {
+            hi = mid;
+            c_hi = cnt;
+        }
+    }
+    t = (unsigned) lo;
+    quota = n - c_hi;                   /* of the keys equal to t */
+
+    /* gather them in vocabulary order: keys above t, and the first
+     * `quota` equal to it */
+    j0 = (int) (((long long) V * tid) / nt);
+    j1 = (int) (((long long) V * (tid + 1)) / nt);
+    neq = 0;
+    for (j = j0; j < j1; j++) {
+        neq += llm_float_key(x[j]) == t;
+    }
+    rank = llm_block_scan(neq, scan_c) - neq;
+    sel = 0;
+    for (j = j0, cnt = rank; j < j1; j++) {
+        k = llm_float_key(x[j]);
+        sel += k > t || (k == t && cnt++ < quota);
+    }
+    pos = llm_block_scan(sel, scan_c) - sel;
+    for (j = j0, cnt = rank; j < j1; j++) {
+        k = llm_float_key(x[j]);
+        if (k > t || (k == t && cnt++ < quota)) {
+            tv[pos] = x[j];
+            ti[pos] = j;
+            pos++;
+        }
+    }
+    __syncthreads();
+    if (tid == 0) {
+        for (j = 1; j < n; j++) {       /* insertion sort of n <= 20 */
+            float  v = tv[j];
+            int    id = ti[j], i = j - 1;
+
+            while (i >= 0 && (tv[i] < v || (tv[i] == v && ti[i] > id))) {
+                tv[i + 1] = tv[i];
+                ti[i + 1] = ti[i];
+                i--;
+            }
+            tv[i + 1] = v;
+            ti[i + 1] = id;
+        }
+        lp->n_top = n;
+        for (j = 0; j < n; j++) {
+            lp->top_ids[j] = ti[j];
+            lp->top_logprobs[j] = tv[j] - lse;
+        }
+    }
+    __syncthreads();
+}
+
+
 /* How many p >= t and their mass. */
 __device__ __forceinline__ void
 llm_sample_above(const float *p, int V, float t, int *c, double *m,
@@ -238,19 +336,37 @@ llm_sample_mods(float *x, const llm_sample_row *r, const llm_sample_mod *md)
 }
 
 
-/* One block per row.  rows == NULL: every row greedy. */
+/* The row's token, and its logprob record when it asks for one. */
+__device__ __forceinline__ void
+llm_sample_emit(int32_t *ids, llm_token_logprob *lp, const float *raw,
+    float lse, int id)
+{
+    ids[blockIdx.x] = id;
+    if (lp != NULL) {
+        lp->id = id;
+        lp->logprob = raw[id] - lse;
+    }
+}
+
+
+/* One block per row.  rows == NULL: every row greedy.  Rows with
+ * logprobs >= 0 get their record in lp_out[row] and are sampled in
+ * scratch row lp_slot. */
 __global__ void __launch_bounds__(LLM_SAMPLE_MAX_THREADS)
 llm_k_sample(float *__restrict__ logits, int V,
     const llm_sample_row *__restrict__ rows,
-    const llm_sample_mod *__restrict__ mods, int32_t *__restrict__ ids)
+    const llm_sample_mod *__restrict__ mods, int32_t *__restrict__ ids,
+    float *__restrict__ scratch, llm_token_logprob *__restrict__ lp_out)
 {
-    __shared__ float   bv[32];
-    __shared__ int     bi[32], redc[32];
+    __shared__ float   bv[32], top_v[20];
+    __shared__ int     bi[32], redc[32], top_i[20];
     __shared__ double  redm[32];
     __shared__ int     scan_c[LLM_SAMPLE_MAX_THREADS];
     __shared__ double  scan_m[LLM_SAMPLE_MAX_THREADS];
-    float                 *x = logits + (size_t) blockIdx.x * V;
+    float                 *x = logits + (size_t) blockIdx.x * V, *raw = x;
     const llm_sample_row  *r = rows ? rows + blockIdx.x : NULL;
+    llm_token_logprob     *lp = NULL;
+    float                  lse = 0.0f;
     int                    tid = threadIdx.x, nt = blockDim.x;
     int                    j, top, nc, cnt, quota, j0, j1, neq, rank;
     int                    last, pick;
@@ -258,6 +374,32 @@ llm_k_sample(float *__restrict__ logits, int V,
     float                  best, inv_t, mx, tf, v;
     double                 mass, target, cm, excl, incl, total, cum;
 
+    if (r != NULL && r->logprobs >= 0) {
+        /* logprobs of the raw logits, as llm_fill_logprobs: lse = m +
+         * log(sum of exp(l - m)), the sum in f64 */
+        lp = lp_out + blockIdx.x;
+        llm_block_argmax(x, V, &best, bv, bi);
+        cnt = 0;
+        mass = 0.0;
+        for (j = tid; j < V; j += nt) {
+            mass += exp((double) (x[j] - best));
+        }
+        llm_block_sum2(&cnt, &mass, redc, redm);
+        lse = best + (float) log(mass);
+        if (tid == 0) {
+            lp->n_top = 0;
+        }
+        if (r->logprobs > 0) {
+            llm_sample_top_n(x, V, r->logprobs < V ? r->logprobs : V, lse,
+                             lp, redc, redm, scan_c, top_v, top_i);
+        }
+        /* sample in a copy: the raw row stays for the chosen logprob */
+        x = scratch + (size_t) r->lp_slot * V;
+        for (j = tid; j < V; j += nt) {
+            x[j] = raw[j];
+        }
+        __syncthreads();
+    }
     if (r != NULL) {
         llm_sample_mods(x, r, mods + r->mod_off);
     }
@@ -265,7 +407,7 @@ llm_k_sample(float *__restrict__ logits, int V,
     if (r == NULL || r->greedy || best == -INFINITY) {
         /* the host sampler returns the argmax when nothing is finite */
         if (tid == 0) {
-            ids[blockIdx.x] = top;
+            llm_sample_emit(ids, lp, raw, lse, top);
         }
         return;
     }
@@ -415,7 +557,7 @@ llm_k_sample(float *__restrict__ logits, int V,
     if (tid == 0) {
         /* u * total at or past the total by rounding: the last kept token,
          * as the host sampler returns */
-        ids[blockIdx.x] = pick != INT_MAX ? pick : last;
+        llm_sample_emit(ids, lp, raw, lse, pick != INT_MAX ? pick : last);
     }
 }
 
@@ -434,12 +576,12 @@ llm_sample_threads(int V)
 extern "C" int
 llm_cuk_sample(cudaStream_t st, float *logits, int n, int V,
     const llm_sample_row *rows, const llm_sample_mod *mods, int32_t *ids,
-    char *err)
+    float *scratch, llm_token_logprob *lp, char *err)
 {
     if (n <= 0) {
         return 0;
     }
     LLM_CU_LAUNCH(llm_k_sample, n, llm_sample_threads(V), 0, st, logits, V,
-                  rows, mods, ids);
+                  rows, mods, ids, scratch, lp);
     return LLM_CU_LAUNCHED(err) ? -1 : 0;
 }

@@ -33,7 +33,8 @@ typedef struct {
      * (distinct ids), then n_bias logit_bias additions (in order, ids may
      * repeat), then n_mask ids set to -inf (min_tokens) */
     int32_t      mod_off, n_rep, n_sub, n_bias, n_mask;
-    int32_t      pad_;
+    int32_t      logprobs;              /* -1, or top-N alternatives (0..20) */
+    int32_t      lp_slot;               /* the backend's: its scratch row */
 } llm_sample_row;
 
 typedef struct {
@@ -61,12 +62,14 @@ struct llm_backend {
     /* Optional (NULL when a backend lacks it, as the CPU's does): like
      * forward, but samples every logits row on the device and writes only
      * the token ids, ids[i] for logits row i, so a step copies n_logits
-     * ids back instead of n_logits x vocab floats.  spec == NULL samples
-     * every row greedily.  The engine uses it when every row of the step
-     * is eligible (llm_sample_row_make); see docs/cuda.md. */
+     * ids back instead of n_logits x vocab floats; and lp[i] for the rows
+     * whose logprobs >= 0 (lp may be NULL when none does), from the raw
+     * logits as llm_sample() computes them.  spec == NULL samples every
+     * row greedily.  The engine uses it for steps without speculative
+     * verification rows; see docs/cuda.md. */
     int        (*forward_sample)(llm_backend *b, const llm_batch *batch,
                                  const llm_sample_spec *spec, int32_t *ids,
-                                 char *err);
+                                 llm_token_logprob *lp, char *err);
 };
 
 typedef struct {

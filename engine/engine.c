@@ -6,7 +6,7 @@
  *   1. take new submissions (stamp `queued`) and cancellations;
  *   2. schedule: build the step's batch (stamp `scheduled` the first time);
  *   3. backend->forward(batch), or forward_sample(batch) when the backend
- *      samples on the device and every row of the step can be sampled there;
+ *      samples on the device and no request of the step verifies drafts;
  *   4. sample every sequence that reached the end of its tokens (or take
  *      the device's id); apply the token (text, stop rules,
  *      `first_token`/`last_token` = this step's time);
@@ -134,9 +134,9 @@ llm_engine_verify(llm_engine *e, llm_request *r, const float *logits,
 
 
 /* Whether this step samples on the device: the backend has
- * forward_sample and every logits row is eligible (no draft verification,
- * no logprobs: those need the logits on the host).  If so, builds the rows
- * in llm_engine_sample_step's order; each sampling row draws its uniform
+ * forward_sample and no request verifies drafts (rejection sampling needs
+ * the logits on the host).  If so, builds the rows in
+ * llm_engine_sample_step's order; each sampling row draws its uniform
  * number from its request's generator, as llm_sample() would. */
 static int
 llm_engine_sample_plan(llm_engine *e)
@@ -144,42 +144,39 @@ llm_engine_sample_plan(llm_engine *e)
     llm_scheduler   *s = &e->sched;
     llm_request     *r;
     llm_sample_ctx   c;
-    int              i, pass, n = 0;
+    int              i, n = 0;
 
     if (e->backend->forward_sample == NULL) {
         return 0;
     }
-    llm_sample_rows_reset(&e->srows);
-    for (pass = 0; pass < 2; pass++) {
-        for (i = 0; i < s->step.n; i++) {
-            r = s->step.items[i];
-            if (r->n_draft > 0) {
-                return 0;
-            }
-            if (r->n_computed + s->step_tokens[i] < r->n_tokens) {
-                continue;               /* a prefill chunk: no logits */
-            }
-            llm_engine_sample_ctx(e, r, r->n_tokens - r->n_prompt, &c);
-            if (pass == 0) {
-                if (!llm_sample_row_eligible(&c)) {
-                    return 0;
-                }
-                n++;
-            } else {
-                llm_sample_row_make(&e->sampler, &c, &e->srows);
-            }
-        }
-        if (pass == 0 && n != e->bb.batch.n_logits) {
+    for (i = 0; i < s->step.n; i++) {
+        r = s->step.items[i];
+        if (r->n_draft > 0) {
             return 0;
         }
+        n += r->n_computed + s->step_tokens[i] >= r->n_tokens;
+    }
+    if (n != e->bb.batch.n_logits) {
+        return 0;
+    }
+    llm_sample_rows_reset(&e->srows);
+    for (i = 0; i < s->step.n; i++) {
+        r = s->step.items[i];
+        if (r->n_computed + s->step_tokens[i] < r->n_tokens) {
+            continue;                   /* a prefill chunk: no logits */
+        }
+        llm_engine_sample_ctx(e, r, r->n_tokens - r->n_prompt, &c);
+        llm_sample_row_make(&e->sampler, &c, &e->srows);
     }
     return 1;
 }
 
 
-/* ids: the device's choices, one per logits row (NULL: sample here). */
+/* ids: the device's choices, one per logits row, and their logprobs
+ * (NULL: sample here). */
 static void
-llm_engine_sample_step(llm_engine *e, const int32_t *ids, double now)
+llm_engine_sample_step(llm_engine *e, const int32_t *ids,
+    const llm_token_logprob *lps, double now)
 {
     llm_scheduler      *s = &e->sched;
     llm_request        *r;
@@ -202,6 +199,9 @@ llm_engine_sample_step(llm_engine *e, const int32_t *ids, double now)
         }
         if (ids != NULL) {
             id = ids[row];
+            if (r->params.logprobs >= 0) {
+                lp = lps[row];
+            }
         } else {
             llm_engine_sample_ctx(e, r, r->n_tokens - r->n_prompt, &c);
             id = llm_sample(&e->sampler, e->logits + (size_t) row * V, &c,
@@ -236,12 +236,14 @@ llm_engine_step(llm_engine *e)
     if (on_device) {
         if (e->bb.batch.n_logits > e->ids_cap) {
             free(e->ids);
+            free(e->lps);
             e->ids_cap = e->bb.batch.n_logits + 64;
             e->ids = llm_xmalloc(sizeof(int32_t) * e->ids_cap);
+            e->lps = llm_xmalloc(sizeof(llm_token_logprob) * e->ids_cap);
         }
         spec = llm_sample_rows_spec(&e->srows);
         rc = e->backend->forward_sample(e->backend, &e->bb.batch, &spec,
-                                        e->ids, err);
+                                        e->ids, e->lps, err);
     } else {
         need = (size_t) e->bb.batch.n_logits * e->model->config.vocab_size;
         if (need > (size_t) e->logits_cap) {
@@ -260,7 +262,7 @@ llm_engine_step(llm_engine *e)
         return;
     }
     e->step_rejected = 0;
-    llm_engine_sample_step(e, on_device ? e->ids : NULL, llm_now());
+    llm_engine_sample_step(e, on_device ? e->ids : NULL, e->lps, llm_now());
     /* vLLM counts the prompt tokens computed and the tokens generated:
      * drafts that were rejected are neither */
     llm_hist_observe(&e->counters.hist[LLM_H_ITERATION_TOKENS],
@@ -470,6 +472,7 @@ llm_engine_destroy(llm_engine *e)
     free(e->draining_req);
     free(e->logits);
     free(e->ids);
+    free(e->lps);
     llm_sample_rows_free(&e->srows);
     llm_model_free(e->model);
     pthread_mutex_destroy(&e->mu);

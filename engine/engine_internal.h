@@ -57,6 +57,7 @@ struct llm_engine {
     int                 logits_cap;
     llm_sample_rows     srows;              /* sampling on the device */
     int32_t            *ids;                /* its ids, one per logits row */
+    llm_token_logprob  *lps;                /* and logprobs, where asked */
     int                 ids_cap;
     llm_req_list        changed;            /* have output to publish */
     llm_engine_stats    counters;           /* copied to stats on publish */

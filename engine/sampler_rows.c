@@ -42,13 +42,6 @@ llm_sample_mod_push(llm_sample_rows *b, int32_t id, float v)
 }
 
 
-int
-llm_sample_row_eligible(const llm_sample_ctx *c)
-{
-    return c->p->logprobs < 0;
-}
-
-
 void
 llm_sample_row_make(llm_sampler *s, const llm_sample_ctx *c,
     llm_sample_rows *b)
@@ -69,6 +62,9 @@ llm_sample_row_make(llm_sampler *s, const llm_sample_ctx *c,
     row->min_p = p->min_p;
     row->top_p = p->top_p;
     row->top_k = p->top_k;
+    row->logprobs = p->logprobs < 0 ? -1 : p->logprobs > 20 ? 20
+                    : p->logprobs;
+    row->lp_slot = -1;
     row->mod_off = b->n_mods;
 
     /* repetition penalty: every distinct token of prompt and output */

@@ -21,13 +21,10 @@ typedef struct {
 void llm_sample_rows_reset(llm_sample_rows *b);
 void llm_sample_rows_free(llm_sample_rows *b);
 
-/* Whether the device can sample this request's row: not when it asks
- * for logprobs (they come from the raw logits, on the host). */
-int llm_sample_row_eligible(const llm_sample_ctx *c);
-
-/* Appends the row of a request: its parameters, the uniform number the
- * host sampler would draw for it (consumed from c->rng only when the row
- * is not greedy, as llm_sample() does), and its modifications:
+/* Appends the row of a request: its parameters (logprobs included), the
+ * uniform number the host sampler would draw for it (consumed from c->rng
+ * only when the row is not greedy, as llm_sample() does), and its
+ * modifications:
  * repetition penalty of every distinct prompt and output token,
  * frequency/presence penalty of every distinct output token (with its
  * count), logit_bias in order, and the EOS and stop ids while min_tokens

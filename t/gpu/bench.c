@@ -263,9 +263,11 @@ fwd(bench *x, int mode)
         spec = llm_sample_rows_spec(&x->rows);
     }
     rc = mode == FWD_GREEDY
-         ? x->b->forward_sample(x->b, &x->bb.batch, NULL, x->ids, x->err)
+         ? x->b->forward_sample(x->b, &x->bb.batch, NULL, x->ids, NULL,
+                                x->err)
          : mode == FWD_SAMPLE_DEVICE
-         ? x->b->forward_sample(x->b, &x->bb.batch, &spec, x->ids, x->err)
+         ? x->b->forward_sample(x->b, &x->bb.batch, &spec, x->ids, NULL,
+                                x->err)
          : x->b->forward(x->b, &x->bb.batch, x->logits, x->err);
     if (rc != 0) {
         fprintf(stderr, "bench: forward: %s\n", x->err);

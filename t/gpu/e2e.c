@@ -19,12 +19,11 @@
  * 3. Sampling on the device through the engine: six seeded requests with
  *    different parameters in one batch (greedy; temperatures with
  *    penalties, logit_bias, min_tokens, min-p; top-k/top-p; one asking for
- *    logprobs and finishing early, so the first steps fall back to the
- *    logits path and the later ones do not), on the device and with
+ *    logprobs and finishing early), on the device and with
  *    LLM_CUDA_SAMPLE=0 (the same logits sampled on the host): identical
  *    ids for every request without top-k/top-p (both samplers walk the
- *    vocabulary in order with the same u), and a second device run
- *    reproduces every request.
+ *    vocabulary in order with the same u) and the same logprobs, and a
+ *    second device run reproduces every request.
  * Output: TAP lines, then "e2e: ..." with the matched prefix.
  */
 #include <math.h>
@@ -74,7 +73,9 @@ opt(int argc, char **argv, const char *name, const char *def)
 
 typedef struct {
     int32_t  ids[4096];
-    int      n, done, error;
+    float    lp[4096];                  /* the chosen tokens' logprobs */
+    int32_t  top[4096];                 /* and their best alternatives */
+    int      n, n_lp, done, error;
 } gen;
 
 
@@ -93,6 +94,11 @@ on_output(llm_request *r, const llm_output *o, void *data)
 
     for (i = 0; i < o->n_ids && g->n < 4096; i++) {
         g->ids[g->n++] = o->ids[i];
+        if (o->logprobs != NULL) {
+            g->lp[g->n_lp] = o->logprobs[i].logprob;
+            g->top[g->n_lp++] = o->logprobs[i].n_top > 0
+                                ? o->logprobs[i].top_ids[0] : -1;
+        }
     }
     if (o->finish_reason != LLM_FINISH_NONE) {
         g->done = 1;
@@ -237,7 +243,7 @@ generate_sampled(const char *dir, const char *device, int host_sampling,
             break;
         case 4:
             p.temperature = 0.7;
-            p.logprobs = 2;             /* the logits path while it runs */
+            p.logprobs = 2;
             p.max_tokens = n_tokens / 4;
             break;
         default:
@@ -344,7 +350,7 @@ main(int argc, char **argv)
     int32_t     *pids, *all;
     int          np, nc, ng, i, k, V, match, first_div = -1, explained = 1;
     int          argmax_diff = 0, unexplained = 0, ba, bb;
-    int          same_ids = 0, repro = 0;
+    int          same_ids = 0, repro = 0, lp_same = 0;
     gen          gc, gg;
     float       *lc, *lg;
     double       max_rel = 0.0;
@@ -428,8 +434,19 @@ main(int argc, char **argv)
                    && generate_sampled(dir, device, 0, pids, np, N, g2) == 0;
 
         for (i = 0; ok && i < E2E_NREQ; i++) {
-            int  want = i == 4 ? N / 4 : N;
+            int  want = i == 4 ? N / 4 : N, k;
 
+            if (i == 4) {
+                /* logprobs: the same top alternative, logprob within
+                 * the rounding of the log-sum-exp */
+                ok = gd[i].n_lp == want && gh[i].n_lp == want;
+                for (k = 0; ok && k < want; k++) {
+                    ok = gd[i].top[k] == gh[i].top[k]
+                         && fabsf(gd[i].lp[k] - gh[i].lp[k]) <= 1e-4f;
+                }
+                lp_same = ok;
+                ok = 1;
+            }
             ok = gd[i].n == want && gh[i].n == want && g2[i].n == want;
             if (i != 3) {
                 same_ids += memcmp(gd[i].ids, gh[i].ids,
@@ -438,10 +455,11 @@ main(int argc, char **argv)
             repro += memcmp(gd[i].ids, g2[i].ids, sizeof(int32_t) * want)
                      == 0;
         }
-        tap(ok && same_ids == E2E_NREQ - 1, "seeded sampling through the "
-            "engine: %d of %d requests without top-k/top-p draw the same "
-            "ids on the device as the host sampler on the same logits",
-            same_ids, E2E_NREQ - 1);
+        tap(ok && same_ids == E2E_NREQ - 1 && lp_same, "seeded sampling "
+            "through the engine: %d of %d requests without top-k/top-p draw "
+            "the same ids on the device as the host sampler on the same "
+            "logits; logprobs %s", same_ids, E2E_NREQ - 1,
+            lp_same ? "the same" : "DIFFER");
         tap(ok && repro == E2E_NREQ, "seeded sampling on the device "
             "reproducible for %d of %d requests (top-k/top-p included)",
             repro, E2E_NREQ);

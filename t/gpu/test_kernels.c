@@ -697,7 +697,8 @@ scenario(env *e, const char *name, const char *variant)
         cmp_rows(&cr, lr, lg, bb.batch.n_logits, V);
         if (step >= 2 && step % 4 == 0) {
             /* the ids path on the same step: identical K/V rewrite */
-            if (e->gpu->forward_sample(e->gpu, &bb.batch, NULL, ids, e->err)
+            if (e->gpu->forward_sample(e->gpu, &bb.batch, NULL, ids, NULL,
+                                  e->err)
                 != 0)
             {
                 printf("# greedy: %s\n", e->err);
@@ -817,22 +818,34 @@ ts_ctx(ts_req *q, llm_sample_ctx *c)
 }
 
 
-/* The kernel on n rows of V logits (sr NULL: all greedy); ids out, and
- * the rows as the kernel left them in out (when not NULL). */
+/* The kernel on n rows of V logits (sr NULL: all greedy); ids out, the
+ * rows as the kernel left them in out (when not NULL), and the logprob
+ * records of rows that ask in lp (scratch rows assigned here, as the
+ * backend does). */
 static int
 ts_run(env *e, const float *lg, int n, int V, const llm_sample_rows *sr,
-    int32_t *ids, float *out)
+    int32_t *ids, float *out, llm_token_logprob *lp)
 {
-    float   *dl = NULL;
-    char    *dsr = NULL;
-    int32_t *dids = NULL;
-    size_t   rb = sr ? sizeof(llm_sample_row) * sr->n_rows : 0;
-    size_t   mb = sr ? sizeof(llm_sample_mod) * sr->n_mods : 0;
-    int      ok;
+    float              *dl = NULL, *scratch = NULL;
+    char               *dsr = NULL;
+    int32_t            *dids = NULL;
+    llm_token_logprob  *dlp = NULL;
+    size_t              rb = sr ? sizeof(llm_sample_row) * sr->n_rows : 0;
+    size_t              mb = sr ? sizeof(llm_sample_mod) * sr->n_mods : 0;
+    int                 ok, i, n_lp = 0;
 
+    for (i = 0; sr && i < sr->n_rows; i++) {
+        sr->rows[i].lp_slot = sr->rows[i].logprobs >= 0 ? n_lp++ : -1;
+    }
     ok = cu_ok(cudaMalloc((void **) &dl, sizeof(float) * n * V), "malloc")
          && cu_ok(cudaMalloc((void **) &dsr, rb + mb + 8), "malloc")
          && cu_ok(cudaMalloc((void **) &dids, sizeof(int32_t) * n), "malloc")
+         && (n_lp == 0
+             || (cu_ok(cudaMalloc((void **) &scratch,
+                                  sizeof(float) * n_lp * V), "malloc")
+                 && cu_ok(cudaMalloc((void **) &dlp,
+                                     sizeof(llm_token_logprob) * n),
+                          "malloc")))
          && cu_ok(cudaMemcpy(dl, lg, sizeof(float) * n * V,
                              cudaMemcpyHostToDevice), "copy");
     if (ok && sr) {
@@ -845,7 +858,7 @@ ts_run(env *e, const float *lg, int n, int V, const llm_sample_rows *sr,
                              dl, n, V,
                              sr ? (const llm_sample_row *) dsr : NULL,
                              sr ? (const llm_sample_mod *) (dsr + rb) : NULL,
-                             dids, e->err) != 0)
+                             dids, scratch, dlp, e->err) != 0)
     {
         printf("# sample: %s\n", e->err);
         ok = 0;
@@ -854,10 +867,15 @@ ts_run(env *e, const float *lg, int n, int V, const llm_sample_rows *sr,
          && cu_ok(cudaMemcpy(ids, dids, sizeof(int32_t) * n,
                              cudaMemcpyDeviceToHost), "copy")
          && (out == NULL || cu_ok(cudaMemcpy(out, dl, sizeof(float) * n * V,
-                                             cudaMemcpyDeviceToHost), "copy"));
+                                             cudaMemcpyDeviceToHost), "copy"))
+         && (lp == NULL || n_lp == 0
+             || cu_ok(cudaMemcpy(lp, dlp, sizeof(llm_token_logprob) * n,
+                                 cudaMemcpyDeviceToHost), "copy"));
     cudaFree(dl);
     cudaFree(dsr);
     cudaFree(dids);
+    cudaFree(scratch);
+    cudaFree(dlp);
     return ok;
 }
 
@@ -901,7 +919,7 @@ ts_grid(env *e, llm_sampler *s, ts_req *q, const float *row, int V,
             want[exp_ids[k]] = exp_p[k] / total;
         }
     }
-    if (!ts_run(e, lg, N, V, &sr, ids, NULL)) {
+    if (!ts_run(e, lg, N, V, &sr, ids, NULL, NULL)) {
         check(0, "sampling: %s: the kernel ran", what);
         goto done;
     }
@@ -964,7 +982,7 @@ test_sampling(env *e)
     }
     ts_req_init(&one, 0.0, 0, 1);
     ts_ctx(&one, &c);
-    same = ts_run(e, lg, 5, V, NULL, ids, NULL);
+    same = ts_run(e, lg, 5, V, NULL, ids, NULL, NULL);
     for (i = 0; i < 5 && same; i++) {
         memcpy(h, lg + (size_t) i * V, sizeof(float) * V);
         same = ids[i] == llm_sample(&s, h, &c, NULL);
@@ -988,7 +1006,7 @@ test_sampling(env *e)
         ts_ctx(&q[i], &c);
         llm_sample_row_make(&s, &c, &sr);
     }
-    same = ts_run(e, lg, n, V, &sr, ids, out);
+    same = ts_run(e, lg, n, V, &sr, ids, out, NULL);
     j = 0;
     for (i = 0; i < n && same; i++) {
         float  *hr = h + (size_t) i * V;
@@ -1022,7 +1040,7 @@ test_sampling(env *e)
         ts_ctx(&rq[i], &c);
         llm_sample_row_make(&s, &c, &sr);
     }
-    same = ts_run(e, lg, n, V, &sr, ids, NULL);
+    same = ts_run(e, lg, n, V, &sr, ids, NULL, NULL);
     j = 0;
     rng_same = 0;
     for (i = 0; i < n && same; i++) {
@@ -1036,6 +1054,64 @@ test_sampling(env *e)
           "(temperature, min-p, penalties): the device's token = the "
           "host's for the same u in %d of %d rows; generators advanced "
           "alike in %d", j, n, rng_same);
+
+    /* logprobs of the raw logits (llm_fill_logprobs): greedy and sampled
+     * rows with modifications, N = 0, 1, 5, 20, between rows without;
+     * the rows that ask keep their raw logits (sampled in scratch) */
+    {
+        llm_token_logprob  *lpd = malloc(sizeof(llm_token_logprob) * 16);
+        llm_token_logprob   hl;
+        int                 good = 0, raw_kept = 0, n_lp = 0, k, ok;
+        float               worst = 0.0f, d;
+
+        n = 16;
+        rq = malloc(sizeof(ts_req) * 2 * n);
+        llm_sample_rows_reset(&sr);
+        for (i = 0; i < n; i++) {
+            static const int  nlp[4] = { 0, 1, 5, 20 };
+
+            ts_req_init(&rq[i], i % 4 == 3 ? 0.0 : 0.8, i % 2,
+                        (uint64_t) i + 500);
+            rq[i].p.logprobs = i % 3 == 2 ? -1 : nlp[i % 4];
+            rq[n + i] = rq[i];
+            for (j = 0; j < V; j++) {
+                lg[(size_t) i * V + j] = urand() * 5.0f;
+            }
+            ts_ctx(&rq[i], &c);
+            llm_sample_row_make(&s, &c, &sr);
+        }
+        same = ts_run(e, lg, n, V, &sr, ids, out, lpd);
+        for (i = 0; i < n && same; i++) {
+            int  want = rq[i].p.logprobs >= 0;
+
+            memcpy(h, lg + (size_t) i * V, sizeof(float) * V);
+            ts_ctx(&rq[n + i], &c);
+            hid = llm_sample(&s, h, &c, want ? &hl : NULL);
+            ok = hid == ids[i];
+            if (want) {
+                n_lp++;
+                raw_kept += memcmp(out + (size_t) i * V, lg + (size_t) i * V,
+                                   sizeof(float) * V) == 0;
+                ok = ok && lpd[i].id == hid && lpd[i].n_top == hl.n_top;
+                d = fabsf(lpd[i].logprob - hl.logprob);
+                worst = d > worst ? d : worst;
+                ok = ok && d <= 1e-5f;
+                for (k = 0; ok && k < hl.n_top; k++) {
+                    d = fabsf(lpd[i].top_logprobs[k] - hl.top_logprobs[k]);
+                    worst = d > worst ? d : worst;
+                    ok = lpd[i].top_ids[k] == hl.top_ids[k] && d <= 1e-5f;
+                }
+            }
+            good += ok;
+        }
+        free(rq);
+        free(lpd);
+        check(same && good == n && raw_kept == n_lp && n_lp > 8,
+              "sampling: logprobs from the raw logits: %d of %d rows (%d "
+              "with logprobs, N up to 20) give the host's token, logprob and "
+              "top-N ids (max |diff| %.2g); raw rows kept %d", good, n, n_lp,
+              worst, raw_kept);
+    }
 
     /* kept sets and shares: a grid of u over one row per case */
     for (j = 0; j < V; j++) {

@@ -520,7 +520,7 @@ test_scenario(llm_backend *a, llm_backend *b, int V, test_cmp *c)
         if (b->forward_sample) {
             /* the same step again through the ids path: the K/V rewrite
              * is identical, so the cache is unchanged */
-            if (b->forward_sample(b, &t.bb.batch, NULL, ids, err) != 0) {
+            if (b->forward_sample(b, &t.bb.batch, NULL, ids, NULL, err) != 0) {
                 tap_diag("forward_sample failed: %s", err);
                 c->greedy_diff = 1 << 20;
                 break;
