@@ -4,7 +4,8 @@
  * order (vLLM's): repetition / frequency / presence penalties, logit bias,
  * min_tokens masks, then the greedy argmax, or temperature, min-p, top-k,
  * top-p and one draw with the uniform number the host drew from the
- * request's seeded generator.  Only the ids leave the device.
+ * request's seeded generator.  Only the ids (and the logprob records of
+ * the rows that ask for them) leave the device.
  *
  * Without sorting the vocabulary:
  *   - p[j] = expf(l[j] / T - max / T) replaces the row in place (0 for

@@ -154,7 +154,7 @@ line=$(grep '^# kernel tests:' "$LOG/test_kernels.log" | tail -n 1)
 if [ $rc -eq 0 ] && [ -n "$line" ]; then
     row "kernel tests vs reference/CPU" "ok: ${line#\# kernel tests: }"
     row "sampling on the device vs host" \
-        "ok: $(grep -c '^ok .* sampling: ' "$LOG/test_kernels.log") checks (greedy, penalties, same u, u grids)"
+        "ok: $(grep -c '^ok .* sampling: ' "$LOG/test_kernels.log") checks (greedy, penalties, same u, logprobs, u grids)"
 else
     STATUS=1
     row "kernel tests vs reference/CPU" "FAILED (rc $rc): ${line:-no summary line}"
