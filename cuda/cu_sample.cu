@@ -563,11 +563,12 @@ llm_k_sample(float *__restrict__ logits, int V,
 }
 
 
-/* Threads per row: at least 8 elements each, at most 1024. */
+/* Threads per row: at least 16 elements each (a 32k vocabulary or more
+ * gets 1024), at most 1024. */
 static int
 llm_sample_threads(int V)
 {
-    int  nt = (V / 8 + 31) & ~31;
+    int  nt = (V / 16 + 31) & ~31;
 
     return nt < 32 ? 32 : nt > LLM_SAMPLE_MAX_THREADS
                           ? LLM_SAMPLE_MAX_THREADS : nt;

@@ -582,7 +582,7 @@ test_qkv_and_attention(env *e, const char *name)
 
 typedef struct {
     double  max_rel;
-    int     rows, argmax_diff, unexplained, ids_diff;
+    int     rows, argmax_diff, unexplained, ids_diff, lp_rows, lp_diff;
 } cmp;
 
 
@@ -660,6 +660,21 @@ scenario(env *e, const char *name, const char *variant)
     float           *lr = malloc(sizeof(float) * 512 * V);
     cmp              cg = { 0 }, cr = { 0 };
     int              ok = 1;
+    llm_sampler      smp;
+    llm_sample_row   srow[512];
+    llm_token_logprob lps[512], hl;
+    llm_sampling_params sp;
+    llm_sample_ctx   sc;
+
+    float           *h = malloc(sizeof(float) * V);
+
+    llm_sampler_init(&smp, V);
+    memset(&sp, 0, sizeof(sp));
+    sp.temperature = 0.0;               /* greedy, with logprobs */
+    sp.top_p = 1.0;
+    sp.repetition_penalty = 1.0;
+    memset(&sc, 0, sizeof(sc));
+    sc.p = &sp;
 
     for (s = 0; s < 3; s++) {
         for (i = 0; i < 128; i++) {
@@ -696,10 +711,23 @@ scenario(env *e, const char *name, const char *variant)
         cmp_rows(&cg, lc, lg, bb.batch.n_logits, V);
         cmp_rows(&cr, lr, lg, bb.batch.n_logits, V);
         if (step >= 2 && step % 4 == 0) {
-            /* the ids path on the same step: identical K/V rewrite */
-            if (e->gpu->forward_sample(e->gpu, &bb.batch, NULL, ids, NULL,
-                                  e->err)
-                != 0)
+            /* the ids path on the same step (an identical K/V rewrite):
+             * all greedy (spec NULL), or every eighth step greedy rows with
+             * logprobs N = 20, 0, 3 (the backend's staging, scratch rows
+             * and records in logits order) */
+            llm_sample_spec  spec = { srow, NULL, 0 };
+            int              with = step % 8 == 0;
+
+            for (i = 0; with && i < bb.batch.n_logits; i++) {
+                memset(&srow[i], 0, sizeof(srow[i]));
+                srow[i].greedy = 1;
+                srow[i].inv_t = 1.0f;
+                srow[i].top_p = 1.0;
+                srow[i].logprobs = i % 3 == 0 ? 20 : i % 3 == 1 ? 0 : 3;
+                srow[i].lp_slot = -1;
+            }
+            if (e->gpu->forward_sample(e->gpu, &bb.batch, with ? &spec : NULL,
+                                       ids, lps, e->err) != 0)
             {
                 printf("# greedy: %s\n", e->err);
                 ok = 0;
@@ -708,6 +736,22 @@ scenario(env *e, const char *name, const char *variant)
             for (i = 0; i < bb.batch.n_logits; i++) {
                 top2(lg + (size_t) i * V, V, &best);
                 cg.ids_diff += ids[i] != best;
+                if (with && srow[i].logprobs >= 0) {
+                    int  k, bad;
+
+                    memcpy(h, lg + (size_t) i * V, sizeof(float) * V);
+                    sp.logprobs = srow[i].logprobs;
+                    llm_sample(&smp, h, &sc, &hl);
+                    bad = lps[i].id != ids[i] || lps[i].n_top != hl.n_top
+                          || fabsf(lps[i].logprob - hl.logprob) > 1e-5f;
+                    for (k = 0; !bad && k < hl.n_top; k++) {
+                        bad = lps[i].top_ids[k] != hl.top_ids[k]
+                              || fabsf(lps[i].top_logprobs[k]
+                                       - hl.top_logprobs[k]) > 1e-5f;
+                    }
+                    cg.lp_rows++;
+                    cg.lp_diff += bad;
+                }
             }
         }
         for (s = 0; s < 3; s++) {
@@ -725,10 +769,14 @@ scenario(env *e, const char *name, const char *variant)
           "%s: forward %s = reference (%d rows, rel %.2g, argmax diffs %d, "
           "all near-ties)", name, variant, cr.rows, cr.max_rel,
           cr.argmax_diff);
-    check(ok && cg.max_rel < 3e-2 && cg.unexplained == 0 && cg.ids_diff == 0,
+    check(ok && cg.max_rel < 3e-2 && cg.unexplained == 0 && cg.ids_diff == 0
+          && cg.lp_rows > 0 && cg.lp_diff == 0,
           "%s: forward %s ~ CPU backend (%d rows, rel %.2g, argmax diffs %d, "
-          "all near-ties; greedy ids diffs %d)", name, variant, cg.rows,
-          cg.max_rel, cg.argmax_diff, cg.ids_diff);
+          "all near-ties; greedy ids diffs %d; logprobs of %d rows vs the "
+          "host's on the same logits: %d differ)", name, variant, cg.rows,
+          cg.max_rel, cg.argmax_diff, cg.ids_diff, cg.lp_rows, cg.lp_diff);
+    llm_sampler_free(&smp);
+    free(h);
     llm_batch_buf_free(&bb);
     free(lc);
     free(lg);
