@@ -403,10 +403,11 @@ llm_cu_grow_lp(llm_cu_backend *b, int n, char *err)
 {
     size_t  nl = (size_t) b->s.cap_logits;
 
-    if (b->lp_dev == NULL
-        && (LLM_CU_TRY(cudaMalloc(&b->lp_dev, sizeof(llm_token_logprob) * nl),
-                       err)
-            || LLM_CU_TRY(cudaHostAlloc(&b->lp_host,
+    if ((b->lp_dev == NULL
+         && LLM_CU_TRY(cudaMalloc(&b->lp_dev, sizeof(llm_token_logprob) * nl),
+                       err))
+        || (b->lp_host == NULL
+            && LLM_CU_TRY(cudaHostAlloc(&b->lp_host,
                                         sizeof(llm_token_logprob) * nl,
                                         cudaHostAllocDefault), err)))
     {
