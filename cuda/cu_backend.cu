@@ -15,7 +15,8 @@
  * the step runs (cu_forward.c over the ops below, or a CUDA graph captured
  * once per decode size), and the logits rows come back through pinned
  * buffers in a pipeline: while chunk i is copied, the host places chunk
- * i - 1 in the caller's array.  forward_greedy copies only argmax ids.
+ * i - 1 in the caller's array.  forward_sample instead samples the rows
+ * on the device (cu_sample.cu) and copies only the ids.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +70,16 @@ typedef struct {
     cudaEvent_t       pipe_ev[LLM_CU_NPIPE];
     int               pipe_rows;
     int32_t          *ids_host;
+
+    /* forward_sample: each step's rows and the modifications, staged in
+     * pinned memory and copied in one transfer */
+    char             *smp_host, *smp_dev;
+    size_t            smp_host_cap, smp_dev_cap;
+    /* rows asking for logprobs: their records, and scratch rows to sample
+     * in (allocated on first use) */
+    llm_token_logprob *lp_dev, *lp_host;
+    float            *lp_scratch;
+    int               lp_scratch_rows, step_lp;
 
     llm_cu_graph      graphs[LLM_CU_MAX_GRAPHS];
     int               n_graphs;
@@ -186,16 +197,6 @@ llm_gpu_silu_mul(void *ctx, const llm_cu_state *s, const float *gu, int n,
 }
 
 
-static int
-llm_gpu_argmax(void *ctx, const llm_cu_state *s, const float *logits, int n,
-    int32_t *ids)
-{
-    llm_cu_backend  *b = (llm_cu_backend *) ctx;
-
-    return llm_cuk_argmax(b->stream, logits, n, s->V, ids, b->err);
-}
-
-
 extern "C" const llm_cu_ops llm_cu_gpu_ops = {
     llm_gpu_embed,
     llm_gpu_rmsnorm,
@@ -204,7 +205,6 @@ extern "C" const llm_cu_ops llm_cu_gpu_ops = {
     llm_gpu_attn_split,
     llm_gpu_attn_prefill,
     llm_gpu_silu_mul,
-    llm_gpu_argmax,
 };
 
 
@@ -275,7 +275,7 @@ llm_cu_graph_capture(llm_cu_backend *b, const llm_cu_step *st)
     {
         goto off;
     }
-    rc = llm_cu_forward_step(&llm_cu_gpu_ops, b, &b->s, st, b->md_dev, 1);
+    rc = llm_cu_forward_step(&llm_cu_gpu_ops, b, &b->s, st, b->md_dev);
     e = cudaStreamEndCapture(b->stream, &graph);
     if (rc != 0) {
         llm_cu_errf(why, "%s", b->err);
@@ -324,8 +324,7 @@ llm_cu_graph_run(llm_cu_backend *b, const llm_cu_step *st, char *err)
         }
     }
     /* eager first: it also loads every kernel the capture will record */
-    if (llm_cu_forward_step(&llm_cu_gpu_ops, b, &b->s, st, b->md_dev, 1)
-        != 0)
+    if (llm_cu_forward_step(&llm_cu_gpu_ops, b, &b->s, st, b->md_dev) != 0)
     {
         llm_cu_errf(err, "%s", b->err);
         return -1;
@@ -396,9 +395,145 @@ llm_cu_copy_out(llm_cu_backend *b, const llm_cu_step *st, float *logits,
 }
 
 
+/* Scratch rows for n rows with logprobs, and the records of a step's rows
+ * (first use).  Nothing in flight uses the old scratch: steps with logits
+ * end synchronised. */
+static int
+llm_cu_grow_lp(llm_cu_backend *b, int n, char *err)
+{
+    size_t  nl = (size_t) b->s.cap_logits;
+
+    if ((b->lp_dev == NULL
+         && LLM_CU_TRY(cudaMalloc(&b->lp_dev, sizeof(llm_token_logprob) * nl),
+                       err))
+        || (b->lp_host == NULL
+            && LLM_CU_TRY(cudaHostAlloc(&b->lp_host,
+                                        sizeof(llm_token_logprob) * nl,
+                                        cudaHostAllocDefault), err)))
+    {
+        return -1;
+    }
+    if (n <= b->lp_scratch_rows) {
+        return 0;
+    }
+    if (b->lp_scratch && LLM_CU_TRY(cudaFree(b->lp_scratch), err)) {
+        return -1;
+    }
+    b->lp_scratch = NULL;
+    b->lp_scratch_rows = 0;
+    if (LLM_CU_TRY(cudaMalloc(&b->lp_scratch,
+                              sizeof(float) * b->s.V * (size_t) n), err))
+    {
+        return -1;
+    }
+    b->lp_scratch_rows = n;
+    return 0;
+}
+
+
+/* Samples the step's logits rows on the device into s.ids: their rows of
+ * the caller's spec (in step order, by plan.logits_idx) and all of its
+ * modifications go over in one copy; spec NULL samples greedily.  The
+ * staging buffer is free again: the previous step with logits ended with
+ * a synchronisation (llm_cu_copy_out). */
+static int
+llm_cu_sample(llm_cu_backend *b, const llm_cu_step *st,
+    const llm_sample_spec *spec, char *err)
+{
+    const int32_t   *idx = b->plan.logits_idx;
+    size_t           rb, need;
+    llm_sample_row  *rows;
+    int              k;
+
+    b->step_lp = 0;
+    if (st->n_logits == 0) {
+        return 0;
+    }
+    if (spec == NULL) {
+        return llm_cuk_sample(b->stream, b->s.logits, st->n_logits, b->s.V,
+                              NULL, NULL, b->s.ids, NULL, NULL, err);
+    }
+    rb = sizeof(llm_sample_row) * st->n_logits;
+    need = rb + sizeof(llm_sample_mod) * spec->n_mods;
+    if (need > b->smp_host_cap) {
+        if (b->smp_host && LLM_CU_TRY(cudaFreeHost(b->smp_host), err)) {
+            return -1;
+        }
+        b->smp_host = NULL;
+        b->smp_host_cap = 0;
+        if (LLM_CU_TRY(cudaHostAlloc(&b->smp_host, need + need / 2,
+                                     cudaHostAllocDefault), err))
+        {
+            return -1;
+        }
+        b->smp_host_cap = need + need / 2;
+    }
+    if (need > b->smp_dev_cap) {
+        /* nothing in flight reads it: steps with logits end synchronised */
+        if (b->smp_dev && LLM_CU_TRY(cudaFree(b->smp_dev), err)) {
+            return -1;
+        }
+        b->smp_dev = NULL;
+        b->smp_dev_cap = 0;
+        if (LLM_CU_TRY(cudaMalloc(&b->smp_dev, need + need / 2), err)) {
+            return -1;
+        }
+        b->smp_dev_cap = need + need / 2;
+    }
+    rows = (llm_sample_row *) b->smp_host;
+    for (k = 0; k < st->n_logits; k++) {
+        rows[k] = spec->rows[idx[k]];
+        rows[k].lp_slot = rows[k].logprobs >= 0 ? b->step_lp++ : -1;
+    }
+    if (b->step_lp > 0 && llm_cu_grow_lp(b, b->step_lp, err) != 0) {
+        return -1;
+    }
+    if (spec->n_mods > 0) {
+        memcpy(b->smp_host + rb, spec->mods,
+               sizeof(llm_sample_mod) * spec->n_mods);
+    }
+    if (LLM_CU_TRY(cudaMemcpyAsync(b->smp_dev, b->smp_host, need,
+                                   cudaMemcpyHostToDevice, b->stream), err))
+    {
+        return -1;
+    }
+    if (llm_cuk_sample(b->stream, b->s.logits, st->n_logits, b->s.V,
+                       (const llm_sample_row *) b->smp_dev,
+                       (const llm_sample_mod *) (b->smp_dev + rb), b->s.ids,
+                       b->lp_scratch, b->lp_dev, err) != 0)
+    {
+        return -1;
+    }
+    /* the records come back with the ids (llm_cu_copy_out waits) */
+    return b->step_lp > 0
+           && LLM_CU_TRY(cudaMemcpyAsync(b->lp_host, b->lp_dev,
+                             sizeof(llm_token_logprob) * st->n_logits,
+                             cudaMemcpyDeviceToHost, b->stream), err)
+           ? -1 : 0;
+}
+
+
+/* The logprob records of the step's rows that asked, by plan.logits_idx
+ * (after llm_cu_copy_out synchronised). */
+static void
+llm_cu_place_lp(llm_cu_backend *b, const llm_cu_step *st,
+    const llm_sample_spec *spec, llm_token_logprob *lp)
+{
+    const int32_t  *idx = b->plan.logits_idx;
+    int             k;
+
+    for (k = 0; b->step_lp > 0 && lp != NULL && k < st->n_logits; k++) {
+        if (spec->rows[idx[k]].logprobs >= 0) {
+            lp[idx[k]] = b->lp_host[k];
+        }
+    }
+}
+
+
 static int
 llm_cu_run(llm_cu_backend *b, const llm_batch *batch, float *logits,
-    int32_t *ids, char *err)
+    const llm_sample_spec *spec, int32_t *ids, llm_token_logprob *lp,
+    char *err)
 {
     llm_cu_step  st;
     int          tok0, rc, cur;
@@ -438,13 +573,18 @@ llm_cu_run(llm_cu_backend *b, const llm_batch *batch, float *logits,
             rc = llm_cu_graph_run(b, &st, err);
         } else {
             rc = llm_cu_forward_step(&llm_cu_gpu_ops, b, &b->s, &st,
-                                     b->md_dev, ids != NULL);
+                                     b->md_dev);
             if (rc != 0) {
                 llm_cu_errf(err, "%s", b->err);
             }
         }
-        if (rc != 0 || llm_cu_copy_out(b, &st, logits, ids, err) != 0) {
+        if (rc != 0 || (ids != NULL && llm_cu_sample(b, &st, spec, err) != 0)
+            || llm_cu_copy_out(b, &st, logits, ids, err) != 0)
+        {
             return -1;
+        }
+        if (ids != NULL && spec != NULL) {
+            llm_cu_place_lp(b, &st, spec, lp);
         }
     }
     /* steps without logits were not waited for: the next one was planned
@@ -457,15 +597,18 @@ static int
 llm_cu_forward(llm_backend *base, const llm_batch *batch, float *logits,
     char *err)
 {
-    return llm_cu_run((llm_cu_backend *) base, batch, logits, NULL, err);
+    return llm_cu_run((llm_cu_backend *) base, batch, logits, NULL, NULL,
+                      NULL, err);
 }
 
 
 static int
-llm_cu_forward_greedy(llm_backend *base, const llm_batch *batch,
-    int32_t *ids, char *err)
+llm_cu_forward_sample(llm_backend *base, const llm_batch *batch,
+    const llm_sample_spec *spec, int32_t *ids, llm_token_logprob *lp,
+    char *err)
 {
-    return llm_cu_run((llm_cu_backend *) base, batch, NULL, ids, err);
+    return llm_cu_run((llm_cu_backend *) base, batch, NULL, spec, ids, lp,
+                      err);
 }
 
 
@@ -730,6 +873,15 @@ llm_cu_free(llm_backend *base)
     if (b->ids_host) {
         cudaFreeHost(b->ids_host);
     }
+    if (b->smp_host) {
+        cudaFreeHost(b->smp_host);
+    }
+    if (b->lp_host) {
+        cudaFreeHost(b->lp_host);
+    }
+    cudaFree(b->smp_dev);
+    cudaFree(b->lp_dev);
+    cudaFree(b->lp_scratch);
     cudaFree(b->md_dev);
     cudaFree(b->s.kv);
     cudaFree(b->bmem);
@@ -766,7 +918,9 @@ llm_cu_create(const llm_model *m, const llm_backend_config *cfg, int random,
     snprintf(b->name, sizeof(b->name), "cuda:%d", cfg->device);
     b->base.name = b->name;
     b->base.forward = llm_cu_forward;
-    b->base.forward_greedy = llm_cu_forward_greedy;
+    /* LLM_CUDA_SAMPLE=0: the engine samples on the host from the logits */
+    b->base.forward_sample = llm_cu_env_int("LLM_CUDA_SAMPLE", 1)
+                             ? llm_cu_forward_sample : NULL;
     b->base.free = llm_cu_free;
 
     if (LLM_CU_TRY(cudaGetDeviceCount(&n_dev), err)) {

@@ -33,7 +33,7 @@ llm_cu_kv_layer(const llm_cu_state *s, int layer, int v)
 
 int
 llm_cu_forward_step(const llm_cu_ops *o, void *ctx, const llm_cu_state *s,
-    const llm_cu_step *st, const int32_t *md_base, int argmax)
+    const llm_cu_step *st, const int32_t *md_base)
 {
     llm_cu_md  md;
     int        L, n = st->n_pad;
@@ -69,10 +69,6 @@ llm_cu_forward_step(const llm_cu_ops *o, void *ctx, const llm_cu_state *s,
                              st->n_logits_pad, s->xl));
         LLM_CU_OP(o->gemm(ctx, s, s->xl, st->n_logits_pad, s->H, s->lm_head,
                           s->V, s->logits));
-        if (argmax) {
-            LLM_CU_OP(o->argmax(ctx, s, s->logits, st->n_logits_pad,
-                                s->ids));
-        }
     }
     return 0;
 }

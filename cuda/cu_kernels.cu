@@ -1,8 +1,8 @@
 /*
  * cu_kernels.cu -- the row and elementwise kernels of the forward pass:
  * embedding, RMSNorm fused with the residual add, the q/k/v epilogue (bias,
- * per-head q/k norm, RoPE, cache write), SiLU*up, argmax, and the upload
- * helpers (dtype conversion, random fill).  Each mirrors its reference op
+ * per-head q/k norm, RoPE, cache write), SiLU*up, and the upload helpers
+ * (dtype conversion, random fill).  Each mirrors its reference op
  * in cu_ref.c; all arithmetic is f32, T only where a tensor is stored.
  */
 #include <float.h>
@@ -175,58 +175,6 @@ llm_k_silu_mul(const float *__restrict__ gu, size_t total, int I,
 }
 
 
-/* ---- argmax --------------------------------------------------------------- */
-
-/* ids[row] = the first index of the row's maximum, like the sampler's
- * llm_argmax (which keeps the first of equal maxima). */
-__global__ void __launch_bounds__(1024)
-llm_k_argmax(const float *__restrict__ logits, int V, int32_t *ids)
-{
-    __shared__ float  bv[32];
-    __shared__ int    bi[32];
-    const float      *x = logits + (size_t) blockIdx.x * V;
-    float             best = -INFINITY, ov;
-    int               idx = INT_MAX, oi, lane = threadIdx.x & 31;
-
-    for (int j = threadIdx.x; j < V; j += blockDim.x) {
-        if (x[j] > best || (idx == INT_MAX && x[j] == best)) {
-            best = x[j];
-            idx = j;
-        }
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-        ov = __shfl_xor_sync(LLM_CU_FULL_MASK, best, o);
-        oi = __shfl_xor_sync(LLM_CU_FULL_MASK, idx, o);
-        if (ov > best || (ov == best && oi < idx)) {
-            best = ov;
-            idx = oi;
-        }
-    }
-    if (lane == 0) {
-        bv[threadIdx.x >> 5] = best;
-        bi[threadIdx.x >> 5] = idx;
-    }
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        int  nw = blockDim.x >> 5;
-
-        best = lane < nw ? bv[lane] : -INFINITY;
-        idx = lane < nw ? bi[lane] : INT_MAX;
-        for (int o = 16; o > 0; o >>= 1) {
-            ov = __shfl_xor_sync(LLM_CU_FULL_MASK, best, o);
-            oi = __shfl_xor_sync(LLM_CU_FULL_MASK, idx, o);
-            if (ov > best || (ov == best && oi < idx)) {
-                best = ov;
-                idx = oi;
-            }
-        }
-        if (lane == 0) {
-            ids[blockIdx.x] = idx == INT_MAX ? 0 : idx;
-        }
-    }
-}
-
-
 /* ---- upload helpers -------------------------------------------------------- */
 
 template <typename T>
@@ -385,19 +333,6 @@ llm_cuk_silu_mul(cudaStream_t st, int f16, const float *gu, int n, int I,
             llm_grid_for(total, 256), 256, 0, st,
             gu, total, I, (__nv_bfloat16 *) out);
     }
-    return LLM_CU_LAUNCHED(err) ? -1 : 0;
-}
-
-
-extern "C" int
-llm_cuk_argmax(cudaStream_t st, const float *logits, int n, int V,
-    int32_t *ids, char *err)
-{
-    if (n <= 0) {
-        return 0;
-    }
-    LLM_CU_LAUNCH(llm_k_argmax, n, 1024, 0, st,
-            logits, V, ids);
     return LLM_CU_LAUNCHED(err) ? -1 : 0;
 }
 

@@ -7,9 +7,10 @@
 #ifndef LLM_CU_KERNELS_H
 #define LLM_CU_KERNELS_H
 
-#include <cuda_runtime.h>
+#include <cuda_runtime_api.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "cu_state.h"
 
 #ifdef __cplusplus
@@ -27,8 +28,6 @@ int llm_cuk_qkv_post(cudaStream_t st, int f16, const llm_cu_state *s,
     int n, void *kc, void *vc, char *err);
 int llm_cuk_silu_mul(cudaStream_t st, int f16, const float *gu, int n, int I,
     void *out, char *err);
-int llm_cuk_argmax(cudaStream_t st, const float *logits, int n, int V,
-    int32_t *ids, char *err);
 /* dst (T) = src (dtype) for n elements */
 int llm_cuk_convert(cudaStream_t st, int f16, const void *src, int dtype,
     size_t n, void *dst, char *err);
@@ -37,6 +36,15 @@ int llm_cuk_fill_random(cudaStream_t st, int f16, void *dst, size_t n,
     uint64_t seed, float scale, char *err);
 int llm_cuk_fill_f32(cudaStream_t st, float *dst, size_t n, float v,
     char *err);
+
+/* cu_sample.cu: samples logits rows 0..n (modified in place) into ids[];
+ * rows[i] is row i's sampling (NULL: all greedy), mods its modifications.
+ * A row with logprobs >= 0 fills lp[i] from its raw logits and is sampled
+ * in scratch row rows[i].lp_slot (V floats each) instead, so it keeps
+ * them. */
+int llm_cuk_sample(cudaStream_t st, float *logits, int n, int V,
+    const llm_sample_row *rows, const llm_sample_mod *mods, int32_t *ids,
+    float *scratch, llm_token_logprob *lp, char *err);
 
 /* cu_gemv.cu: out[n][N] = in[n][K] . W[N][K]^T for n <= LLM_CUK_GEMV_MAX
  * rows and K % 8 == 0, reading each weight once */

@@ -381,27 +381,6 @@ llm_ref_silu_mul(void *ctx, const llm_cu_state *s, const float *gu, int n,
 }
 
 
-static int
-llm_ref_argmax(void *ctx, const llm_cu_state *s, const float *logits, int n,
-    int32_t *ids)
-{
-    int  i, j, best;
-
-    for (i = 0; i < n; i++) {
-        const float  *x = logits + (size_t) i * s->V;
-
-        best = 0;
-        for (j = 1; j < s->V; j++) {
-            if (x[j] > x[best]) {
-                best = j;
-            }
-        }
-        ids[i] = best;
-    }
-    return 0;
-}
-
-
 const llm_cu_ops llm_cu_ref_ops = {
     llm_ref_embed,
     llm_ref_rmsnorm,
@@ -410,7 +389,6 @@ const llm_cu_ops llm_cu_ref_ops = {
     llm_ref_attn_split,
     llm_ref_attn_prefill,
     llm_ref_silu_mul,
-    llm_ref_argmax,
 };
 
 
@@ -457,8 +435,7 @@ llm_ref_upload(llm_cu_ref *r)
 
 
 static int
-llm_ref_run(llm_cu_ref *r, const llm_batch *b, float *logits, int32_t *ids,
-    char *err)
+llm_ref_run(llm_cu_ref *r, const llm_batch *b, float *logits, char *err)
 {
     llm_cu_step  st;
     int          tok0, k, rc;
@@ -473,21 +450,15 @@ llm_ref_run(llm_cu_ref *r, const llm_batch *b, float *logits, int32_t *ids,
             r->md = llm_cu_xrealloc(r->md, sizeof(int32_t) * st.n_md);
             r->md_cap = st.n_md;
         }
-        if (llm_cu_forward_step(&llm_cu_ref_ops, r, &r->s, &st, r->md,
-                                ids != NULL) != 0)
+        if (llm_cu_forward_step(&llm_cu_ref_ops, r, &r->s, &st, r->md)
+            != 0)
         {
             llm_cu_errf(err, "%s", r->err);
             return -1;
         }
         for (k = 0; k < st.n_logits; k++) {
-            if (logits) {
-                memcpy(logits + (size_t) r->plan.logits_idx[k] * r->s.V,
-                       r->s.logits + (size_t) k * r->s.V,
-                       sizeof(float) * r->s.V);
-            }
-            if (ids) {
-                ids[r->plan.logits_idx[k]] = r->s.ids[k];
-            }
+            memcpy(logits + (size_t) r->plan.logits_idx[k] * r->s.V,
+                   r->s.logits + (size_t) k * r->s.V, sizeof(float) * r->s.V);
         }
     }
     return 0;
@@ -498,15 +469,7 @@ static int
 llm_ref_forward(llm_backend *base, const llm_batch *b, float *logits,
     char *err)
 {
-    return llm_ref_run((llm_cu_ref *) base, b, logits, NULL, err);
-}
-
-
-static int
-llm_ref_forward_greedy(llm_backend *base, const llm_batch *b, int32_t *ids,
-    char *err)
-{
-    return llm_ref_run((llm_cu_ref *) base, b, NULL, ids, err);
+    return llm_ref_run((llm_cu_ref *) base, b, logits, err);
 }
 
 
@@ -588,7 +551,6 @@ llm_cu_ref_create(const llm_model *m, const llm_backend_config *cfg,
     r->base.num_blocks = (int) n_blocks;
     r->base.block_bytes = block_bytes;
     r->base.forward = llm_ref_forward;
-    r->base.forward_greedy = llm_ref_forward_greedy;
     r->base.free = llm_ref_free;
     return &r->base;
 }

@@ -140,7 +140,7 @@ typedef struct {
     void         *act;              /* T (cap_tok, I) silu(gate) * up */
     void         *xl;               /* T (cap_logits, H) normed logits rows */
     float        *logits;           /* (cap_logits, V) */
-    int32_t      *ids;              /* (cap_logits) device argmax */
+    int32_t      *ids;              /* (cap_logits) sampled ids */
     float        *part_ml;          /* split attention: (cap_part, 2) max, sum */
     float        *part_acc;         /* (cap_part, hd) */
     size_t        cap_part;         /* (token, head, split) partials */
@@ -210,18 +210,13 @@ typedef struct {
     /* out[n][I] (T) = silu(gu[n][0..I)) * gu[n][I..2I) */
     int  (*silu_mul)(void *ctx, const llm_cu_state *s, const float *gu,
                      int n, void *out);
-    /* ids[i] = first index of the maximum of logits row i */
-    int  (*argmax)(void *ctx, const llm_cu_state *s, const float *logits,
-                   int n, int32_t *ids);
 } llm_cu_ops;
 
 
-/* cu_forward.c: runs one planned step through `ops`.  md holds the step's
- * metadata at its device (or host) address.  With `argmax`, ids of the
- * logits rows are computed too. */
+/* cu_forward.c: runs one planned step through `ops`, up to the logits
+ * rows.  md holds the step's metadata at its device (or host) address. */
 int llm_cu_forward_step(const llm_cu_ops *ops, void *ctx,
-    const llm_cu_state *s, const llm_cu_step *st, const int32_t *md,
-    int argmax);
+    const llm_cu_state *s, const llm_cu_step *st, const int32_t *md);
 
 /* Resolves a step's packed offsets against a metadata base address. */
 void llm_cu_md_bind(llm_cu_md *md, const llm_cu_step *st,

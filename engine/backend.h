@@ -14,6 +14,40 @@
 
 typedef struct llm_backend llm_backend;
 
+/*
+ * What forward_sample needs to sample one logits row as engine/sampler.c's
+ * llm_sample() would (its order, vLLM's): the row's logit modifications,
+ * then greedy argmax, or temperature -> min-p -> top-k -> top-p -> a draw.
+ * The numbers are the host sampler's own, converted as it converts them,
+ * so that the device computes the same float values.
+ */
+typedef struct {
+    double       u;                     /* uniform [0, 1) from the request's rng */
+    double       min_p;                 /* 0: off */
+    double       top_p;                 /* 1: off */
+    float        inv_t;                 /* (float) (1 / temperature) */
+    int32_t      greedy;                /* temperature < 1e-5: argmax */
+    int32_t      top_k;                 /* <= 0: off */
+    /* the row's modifications: mods[mod_off ..], n_rep repetition
+     * penalties (distinct ids), then n_sub frequency/presence subtractions
+     * (distinct ids), then n_bias logit_bias additions (in order, ids may
+     * repeat), then n_mask ids set to -inf (min_tokens) */
+    int32_t      mod_off, n_rep, n_sub, n_bias, n_mask;
+    int32_t      logprobs;              /* -1, or top-N alternatives (0..20) */
+    int32_t      lp_slot;               /* the backend's: its scratch row */
+} llm_sample_row;
+
+typedef struct {
+    int32_t      id;
+    float        v;                     /* rep: the penalty; sub, bias: the amount */
+} llm_sample_mod;
+
+typedef struct {
+    const llm_sample_row  *rows;        /* one per logits row, batch order */
+    const llm_sample_mod  *mods;
+    int                    n_mods;
+} llm_sample_spec;
+
 struct llm_backend {
     const char  *name;                  /* "cpu", "cuda:0" */
     int          num_blocks;            /* KV blocks allocated */
@@ -25,12 +59,17 @@ struct llm_backend {
                           float *logits, char *err);
     void       (*free)(llm_backend *b);
 
-    /* Optional (NULL when a backend lacks it; the engine may adopt it for
-     * greedy requests): like forward, but writes only the argmax token id
-     * of each logits row, computed on the device, so a step copies
-     * n_logits ids back instead of n_logits x vocab floats. */
-    int        (*forward_greedy)(llm_backend *b, const llm_batch *batch,
-                                 int32_t *ids, char *err);
+    /* Optional (NULL when a backend lacks it, as the CPU's does): like
+     * forward, but samples every logits row on the device and writes only
+     * the token ids, ids[i] for logits row i, so a step copies n_logits
+     * ids back instead of n_logits x vocab floats; and lp[i] for the rows
+     * whose logprobs >= 0 (lp may be NULL when none does), from the raw
+     * logits as llm_sample() computes them.  spec == NULL samples every
+     * row greedily.  The engine uses it for steps without speculative
+     * verification rows; see docs/cuda.md. */
+    int        (*forward_sample)(llm_backend *b, const llm_batch *batch,
+                                 const llm_sample_spec *spec, int32_t *ids,
+                                 llm_token_logprob *lp, char *err);
 };
 
 typedef struct {

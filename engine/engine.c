@@ -5,9 +5,11 @@
  * One step of the engine thread:
  *   1. take new submissions (stamp `queued`) and cancellations;
  *   2. schedule: build the step's batch (stamp `scheduled` the first time);
- *   3. backend->forward(batch);
- *   4. sample every sequence that reached the end of its tokens; apply the
- *      token (text, stop rules, `first_token`/`last_token` = this step's time);
+ *   3. backend->forward(batch), or forward_sample(batch) when the backend
+ *      samples on the device and no request of the step verifies drafts;
+ *   4. sample every sequence that reached the end of its tokens (or take
+ *      the device's id); apply the token (text, stop rules,
+ *      `first_token`/`last_token` = this step's time);
  *   5. publish the step's output to the client and notify once.
  */
 #include <limits.h>
@@ -151,8 +153,51 @@ llm_engine_prompt_logprobs(llm_engine *e, llm_request *r,
 }
 
 
+/* Whether this step samples on the device: the backend has
+ * forward_sample, no request verifies drafts (rejection sampling needs the
+ * logits on the host) and none takes prompt logprobs (their rows are
+ * logits rows that sample nothing).  If so, builds the rows in
+ * llm_engine_sample_step's order; each sampling row draws its uniform
+ * number from its request's generator, as llm_sample() would. */
+static int
+llm_engine_sample_plan(llm_engine *e)
+{
+    llm_scheduler   *s = &e->sched;
+    llm_request     *r;
+    llm_sample_ctx   c;
+    int              i, n = 0;
+
+    if (e->backend->forward_sample == NULL) {
+        return 0;
+    }
+    for (i = 0; i < s->step.n; i++) {
+        r = s->step.items[i];
+        if (r->n_draft > 0 || s->step_lp_rows[i] > 0) {
+            return 0;
+        }
+        n += r->n_computed + s->step_tokens[i] >= r->n_tokens;
+    }
+    if (n != e->bb.batch.n_logits) {
+        return 0;
+    }
+    llm_sample_rows_reset(&e->srows);
+    for (i = 0; i < s->step.n; i++) {
+        r = s->step.items[i];
+        if (r->n_computed + s->step_tokens[i] < r->n_tokens) {
+            continue;                   /* a prefill chunk: no logits */
+        }
+        llm_engine_sample_ctx(e, r, r->n_tokens - r->n_prompt, &c);
+        llm_sample_row_make(&e->sampler, &c, &e->srows);
+    }
+    return 1;
+}
+
+
+/* ids: the device's choices, one per logits row, and their logprobs
+ * (NULL: sample here). */
 static void
-llm_engine_sample_step(llm_engine *e, double now)
+llm_engine_sample_step(llm_engine *e, const int32_t *ids,
+    const llm_token_logprob *lps, double now)
 {
     llm_scheduler      *s = &e->sched;
     llm_request        *r;
@@ -178,9 +223,16 @@ llm_engine_sample_step(llm_engine *e, double now)
         if (r->n_computed < r->n_tokens) {
             continue;                   /* a prefill chunk: no token yet */
         }
-        llm_engine_sample_ctx(e, r, r->n_tokens - r->n_prompt, &c);
-        id = llm_sample(&e->sampler, e->logits + (size_t) row * V, &c,
-                        r->params.logprobs >= 0 ? &lp : NULL);
+        if (ids != NULL) {
+            id = ids[row];
+            if (r->params.logprobs >= 0) {
+                lp = lps[row];
+            }
+        } else {
+            llm_engine_sample_ctx(e, r, r->n_tokens - r->n_prompt, &c);
+            id = llm_sample(&e->sampler, e->logits + (size_t) row * V, &c,
+                            r->params.logprobs >= 0 ? &lp : NULL);
+        }
         row++;
         llm_engine_accept_token(e, r, id,
                                 r->params.logprobs >= 0 ? &lp : NULL, now);
@@ -195,7 +247,8 @@ llm_engine_step(llm_engine *e)
     char            err[LLM_ERR_LEN];
     double          now = llm_now();
     size_t          need;
-    int             i;
+    int             i, rc, on_device;
+    llm_sample_spec spec;
 
     llm_engine_take_cancellations(e, now);
     if (llm_sched_schedule(e, now) == 0) {
@@ -205,13 +258,28 @@ llm_engine_step(llm_engine *e)
         }
         return;
     }
-    need = (size_t) e->bb.batch.n_logits * e->model->config.vocab_size;
-    if (need > (size_t) e->logits_cap) {
-        free(e->logits);
-        e->logits = llm_xmalloc(sizeof(float) * need);
-        e->logits_cap = (int) need;
+    on_device = llm_engine_sample_plan(e);
+    if (on_device) {
+        if (e->bb.batch.n_logits > e->ids_cap) {
+            free(e->ids);
+            free(e->lps);
+            e->ids_cap = e->bb.batch.n_logits + 64;
+            e->ids = llm_xmalloc(sizeof(int32_t) * e->ids_cap);
+            e->lps = llm_xmalloc(sizeof(llm_token_logprob) * e->ids_cap);
+        }
+        spec = llm_sample_rows_spec(&e->srows);
+        rc = e->backend->forward_sample(e->backend, &e->bb.batch, &spec,
+                                        e->ids, e->lps, err);
+    } else {
+        need = (size_t) e->bb.batch.n_logits * e->model->config.vocab_size;
+        if (need > (size_t) e->logits_cap) {
+            free(e->logits);
+            e->logits = llm_xmalloc(sizeof(float) * need);
+            e->logits_cap = (int) need;
+        }
+        rc = e->backend->forward(e->backend, &e->bb.batch, e->logits, err);
     }
-    if (e->backend->forward(e->backend, &e->bb.batch, e->logits, err) != 0) {
+    if (rc != 0) {
         fprintf(stderr, "llm engine: %s\n", err);
         for (i = s->step.n - 1; i >= 0; i--) {
             llm_engine_finish(e, s->step.items[i], LLM_FINISH_ERROR,
@@ -220,7 +288,7 @@ llm_engine_step(llm_engine *e)
         return;
     }
     e->step_rejected = 0;
-    llm_engine_sample_step(e, llm_now());
+    llm_engine_sample_step(e, on_device ? e->ids : NULL, e->lps, llm_now());
     /* vLLM counts the prompt tokens computed and the tokens generated:
      * drafts that were rejected are neither */
     llm_hist_observe(&e->counters.hist[LLM_H_ITERATION_TOKENS],
@@ -434,6 +502,9 @@ llm_engine_destroy(llm_engine *e)
     free(e->draining);
     free(e->draining_req);
     free(e->logits);
+    free(e->ids);
+    free(e->lps);
+    llm_sample_rows_free(&e->srows);
     llm_model_free(e->model);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);

@@ -16,6 +16,7 @@
 #include "model.h"
 #include "request.h"
 #include "sampler.h"
+#include "sampler_rows.h"
 
 typedef struct {
     llm_request  **items;
@@ -56,6 +57,10 @@ struct llm_engine {
     llm_batch_buf       bb;
     float              *logits;
     int                 logits_cap;
+    llm_sample_rows     srows;              /* sampling on the device */
+    int32_t            *ids;                /* its ids, one per logits row */
+    llm_token_logprob  *lps;                /* and logprobs, where asked */
+    int                 ids_cap;
     llm_req_list        changed;            /* have output to publish */
     llm_engine_stats    counters;           /* copied to stats on publish */
     int                 step_rejected;      /* draft tokens rejected this step */

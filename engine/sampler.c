@@ -444,6 +444,20 @@ llm_sample_processed(llm_sampler *s, float *logits, const llm_sample_ctx *c,
 }
 
 
+int
+llm_sample_candidates(llm_sampler *s, float *logits, const llm_sample_ctx *c,
+    double *total)
+{
+    llm_apply_penalties(s, logits, c);
+    llm_apply_bias_and_masks(logits, s->vocab, c);
+    *total = 0.0;
+    if (c->p->temperature < 1e-5) {
+        return 0;
+    }
+    return llm_candidates(s, logits, c, total);
+}
+
+
 int32_t
 llm_sample(llm_sampler *s, float *logits, const llm_sample_ctx *c,
     llm_token_logprob *lp)

@@ -63,4 +63,13 @@ int32_t llm_sample_verify(llm_sampler *s, float *logits,
     const llm_sample_ctx *c, int32_t draft, int *accepted,
     llm_token_logprob *lp);
 
+/* What llm_sample() would draw from, for tests of other samplers (the
+ * device's): applies penalties, bias and masks to logits, then leaves the
+ * candidates after temperature, min-p, top-k and top-p in s->idx[0..k)
+ * (in the order the draw walks them) with unnormalised probabilities in
+ * s->probs[id] and their sum in *total.  Returns k; 0 for a greedy
+ * request or when nothing is finite.  Consumes no random numbers. */
+int llm_sample_candidates(llm_sampler *s, float *logits,
+    const llm_sample_ctx *c, double *total);
+
 #endif /* LLM_SAMPLER_H */

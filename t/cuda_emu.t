@@ -4,9 +4,14 @@
 # pointed to by LLM_CUDA_LIBRARY, it is what the engine dlopens for
 # --device cuda:0.  The same end-to-end check as t/gpu/run.sh, smaller:
 # greedy generation through the engine identical to the CPU backend's,
-# teacher-forced logits within tolerance, `llm generate --device cuda:0`
-# giving the CPU's ids, `llm logits --device cuda:0` close to the CPU's, and
-# out-of-memory errors at load that name what was needed.
+# teacher-forced logits within tolerance, six seeded requests with
+# different sampling parameters in one batch sampled on the device as the
+# host sampler samples them (build/gpu/e2e), `llm generate --device cuda:0`
+# giving the CPU's ids (sampled on the device: forward_sample, greedy),
+# seeded sampling on the device (cuda/cu_sample.cu) reproducible and equal
+# to the host sampler's on the same logits where the two walk the same
+# order, `llm logits --device cuda:0` close to the CPU's, and out-of-memory
+# errors at load that name what was needed.
 BUILD=${LLM_BUILD:-build}
 LIB=$BUILD/emu/libllm_cuda.so
 if [ ! -f "$LIB" ] || [ ! -x "$BUILD/gpu/e2e" ]; then
@@ -35,13 +40,16 @@ sed -n '/^mini_tokenizer() {/,/^}/p' t/gpu/run.sh > "$tmp/mini.sh"
 mini_tokenizer "$tmp/tok"
 PROMPT="The quick brown fox jumps over the lazy dog."
 
-echo "1..9"
+echo "1..12"
 for dt in f16 bf16; do
+    # sampling through the engine (e2e's step 3) once, on f16
+    sampling=1
+    [ $dt = bf16 ] && sampling=0
     "$BUILD/llm" make-model --tokenizer "$tmp/tok" --out "$tmp/$dt" \
         --layers 2 --hidden 256 --heads 4 --kv-heads 2 --intermediate 512 \
         --rope-llama3 --dtype $dt --seed 7 > /dev/null 2>&1
     "$BUILD/gpu/e2e" --model "$tmp/$dt" --prompt "$PROMPT" --device cuda:0 \
-        --tokens 20 > "$tmp/e2e-$dt.log" 2>&1
+        --tokens 20 --sampling $sampling > "$tmp/e2e-$dt.log" 2>&1
     rc=$?
     [ $rc -ne 0 ] && sed 's/^/# /' "$tmp/e2e-$dt.log"
     ok $rc "$dt: $(grep '^e2e:' "$tmp/e2e-$dt.log" || echo 'e2e failed')"
@@ -57,6 +65,34 @@ ic=$(sed -n 's/.*"ids":\[\([0-9,]*\)\].*/\1/p' "$tmp/gen-cpu.json")
 ig=$(sed -n 's/.*"ids":\[\([0-9,]*\)\].*/\1/p' "$tmp/gen-cuda:0.json")
 [ -n "$ic" ] && [ "$ic" = "$ig" ]
 ok $? "the same 12 greedy ids on cuda:0 and cpu: [$ig] [$ic]"
+
+# Sampling on the device.  Without top-k/top-p both samplers walk the
+# candidates in vocabulary order with the same u from the request's seeded
+# generator: on the same logits (LLM_CUDA_SAMPLE=0 sends them to the host
+# sampler) the ids are the same, penalties and logit_bias included.
+gen_ids() {                     # gen_ids OUT ARGS...: the ids, or FAILED
+    out=$1; shift
+    "$BUILD/llm" generate --model "$tmp/f16" --prompt "$PROMPT" \
+        --max-tokens 16 --json --device cuda:0 "$@" > "$tmp/g.json" \
+        2> "$tmp/g.err" || { cat "$tmp/g.err"; echo FAILED; }
+    sed -n 's/.*"ids":\[\([0-9,]*\)\].*/\1/p' "$tmp/g.json" > "$out"
+}
+pen="--temperature 0.9 --seed 5 --frequency-penalty 0.5 --presence-penalty 0.3 --logit-bias 101:3,32:-2"
+gen_ids "$tmp/sd" $pen
+LLM_CUDA_SAMPLE=0 gen_ids "$tmp/sh" $pen
+[ -s "$tmp/sd" ] && cmp -s "$tmp/sd" "$tmp/sh"
+ok $? "seeded sampling with penalties and logit_bias: the same 16 ids on the device and from its logits on the host: [$(cat "$tmp/sd")] [$(cat "$tmp/sh")]"
+# With top-k/top-p the host walks the kept tokens in sorted order, the
+# device in vocabulary order: the same distribution, other ids for a seed
+# (so this shows the device path ran); each reproducible.
+tk="--temperature 1.0 --top-k 40 --top-p 0.9 --seed 11"
+gen_ids "$tmp/k1" $tk
+gen_ids "$tmp/k2" $tk
+LLM_CUDA_SAMPLE=0 gen_ids "$tmp/kh" $tk
+[ -s "$tmp/k1" ] && cmp -s "$tmp/k1" "$tmp/k2"
+ok $? "seeded top-k/top-p sampling on the device is reproducible: [$(cat "$tmp/k1")]"
+[ -s "$tmp/k1" ] && [ -s "$tmp/kh" ] && ! cmp -s "$tmp/k1" "$tmp/kh"
+ok $? "... and was sampled on the device (the host's walk gives other ids: [$(cat "$tmp/kh")])"
 
 ids=256,84,104,101,32,113,117,105,99,107,32,98,114,111,119,110
 "$BUILD/llm" logits --model "$tmp/bf16" --ids $ids --out "$tmp/l-cpu" \

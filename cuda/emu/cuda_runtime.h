@@ -76,6 +76,13 @@ static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask)
     return out;
 }
 
+/* round-to-nearest f32 multiply, never fused into an FMA (as on x86-64
+ * without -mfma, the host sampler's build) */
+static inline float __fmul_rn(float a, float b)
+{
+    return a * b;
+}
+
 template <typename T>
 static inline T __ldg(const T *p)
 {

@@ -7,9 +7,13 @@
  *   bandwidth:  a 4 GiB device-to-device copy (bytes read + written / s);
  *   GEMM rate:  cuBLAS bf16 x bf16 -> f32, 8192^3, as the backend calls it;
  *   decode:     one sequence, 128-token prompt, 256 greedy steps through
- *               forward() (logits to the host, as the engine runs today)
- *               and through forward_greedy() (ids only); the bound is
+ *               forward() (logits to the host) and through
+ *               forward_sample() (ids only); the bound is
  *               bandwidth / (weights streamed + KV read) per step;
+ *   sampling:   decode steps at 1 and 64 rows sampled with temperature
+ *               0.8, top-k 50, top-p 0.9: on the device (forward_sample,
+ *               ids only) against the logits path (forward() + the host
+ *               sampler, llm_sample, on every row);
  *   prefill:    one 1024-token prompt in one step (= TTFT without the HTTP
  *               side); the bound is the GEMM rate over its FLOPs;
  *   batch 64:   64 sequences with 512-token prompts, 128 decode steps of 64
@@ -29,6 +33,8 @@
 #include "backend.h"
 #include "batch.h"
 #include "cu_backend.h"
+#include "sampler.h"
+#include "sampler_rows.h"
 
 #define CK(call)                                                             \
     do {                                                                     \
@@ -228,19 +234,50 @@ typedef struct {
     int32_t        *ids;
     int             V;
     char            err[LLM_ERR_LEN];
+    /* sampled modes: every row temperature 0.8, top-k 50, top-p 0.9 */
+    llm_sampling_params  sp;
+    llm_rng         rng;
+    llm_sampler     sampler;
+    llm_sample_rows rows;
 } bench;
 
+enum { FWD_LOGITS, FWD_GREEDY, FWD_SAMPLE_DEVICE, FWD_SAMPLE_HOST };
 
+
+/* One step: logits to the host; greedy ids on the device; sampled ids on
+ * the device; or logits to the host, each row sampled there. */
 static void
-fwd(bench *x, int greedy)
+fwd(bench *x, int mode)
 {
-    int  rc = greedy ? x->b->forward_greedy(x->b, &x->bb.batch, x->ids,
-                                            x->err)
-                     : x->b->forward(x->b, &x->bb.batch, x->logits, x->err);
+    llm_sample_ctx   c = { 0 };
+    llm_sample_spec  spec;
+    int              rc, i, n = x->bb.batch.n_logits;
 
+    c.p = &x->sp;
+    c.rng = &x->rng;
+    if (mode == FWD_SAMPLE_DEVICE) {
+        llm_sample_rows_reset(&x->rows);
+        for (i = 0; i < n; i++) {
+            llm_sample_row_make(&x->sampler, &c, &x->rows);
+        }
+        spec = llm_sample_rows_spec(&x->rows);
+    }
+    rc = mode == FWD_GREEDY
+         ? x->b->forward_sample(x->b, &x->bb.batch, NULL, x->ids, NULL,
+                                x->err)
+         : mode == FWD_SAMPLE_DEVICE
+         ? x->b->forward_sample(x->b, &x->bb.batch, &spec, x->ids, NULL,
+                                x->err)
+         : x->b->forward(x->b, &x->bb.batch, x->logits, x->err);
     if (rc != 0) {
         fprintf(stderr, "bench: forward: %s\n", x->err);
         exit(1);
+    }
+    if (mode == FWD_SAMPLE_HOST) {
+        for (i = 0; i < n; i++) {
+            x->ids[i] = llm_sample(&x->sampler, x->logits + (size_t) i * x->V,
+                                   &c, NULL);
+        }
     }
 }
 
@@ -286,7 +323,7 @@ prefill(bench *x, int B, int P, int chunk)
 
 /* G decode steps of B rows after P-token prompts; tokens/s */
 static double
-decode(bench *x, int B, int P, int G, int greedy)
+decode(bench *x, int B, int P, int G, int mode)
 {
     int32_t  *next = malloc(sizeof(int32_t) * B);
     int       s, g;
@@ -303,10 +340,10 @@ decode(bench *x, int B, int P, int G, int greedy)
                           x->tables + (size_t) s * x->per_seq, x->per_seq,
                           LLM_LOGITS_LAST);
         }
-        fwd(x, greedy);
+        fwd(x, mode);
         for (s = 0; s < B; s++) {
-            next[s] = greedy ? x->ids[s] : (int32_t) ((next[s] * 31 + 7)
-                                                      % x->V);
+            next[s] = mode != FWD_LOGITS ? x->ids[s]
+                      : (int32_t) ((next[s] * 31 + 7) % x->V);
         }
     }
     free(next);
@@ -413,6 +450,15 @@ main(int argc, char **argv)
     }
     x.logits = malloc(sizeof(float) * (size_t) x.V * 256);
     x.ids = malloc(sizeof(int32_t) * 2048);
+    memset(&x.sp, 0, sizeof(x.sp));
+    x.sp.temperature = 0.8;
+    x.sp.top_k = 50;
+    x.sp.top_p = 0.9;
+    x.sp.repetition_penalty = 1.0;
+    x.sp.logprobs = -1;
+    llm_rng_seed(&x.rng, 1234);
+    llm_sampler_init(&x.sampler, x.V);
+    memset(&x.rows, 0, sizeof(x.rows));
     wb = step_weight_bytes(&m.config);
     kvt = kv_bytes_per_token(&m.config);
 
@@ -455,8 +501,16 @@ main(int argc, char **argv)
     result("decode1_tps", tps, "tokens/s, 1 stream, logits to the host");
     result("decode1_bound_tps", bound, "tokens/s, bandwidth / bytes per step");
     prefill(&x, 1, z->p1, 2048);
-    result("decode1_greedy_tps", decode(&x, 1, z->p1, z->g1, 1),
-           "tokens/s, 1 stream, ids only (forward_greedy)");
+    result("decode1_greedy_tps", decode(&x, 1, z->p1, z->g1, FWD_GREEDY),
+           "tokens/s, 1 stream, greedy ids only (forward_sample)");
+    prefill(&x, 1, z->p1, 2048);
+    t = 1.0 / decode(&x, 1, z->p1, z->g1, FWD_SAMPLE_DEVICE);
+    result("sample1_device_ms", t * 1e3, "ms per step, 1 row sampled on "
+           "the device (top-k 50, top-p 0.9)");
+    prefill(&x, 1, z->p1, 2048);
+    t = 1.0 / decode(&x, 1, z->p1, z->g1, FWD_SAMPLE_HOST);
+    result("sample1_host_ms", t * 1e3, "ms per step, 1 row, logits to the "
+           "host and sampled there");
     llm_cu_backend_tune(x.b, 0, 1);
     prefill(&x, 1, z->p1, 2048);
     decode(&x, 1, z->p1, 8, 0);
@@ -479,8 +533,18 @@ main(int argc, char **argv)
     result("decode64_tps", tps, "tokens/s, all streams, logits to the host");
     result("decode64_bound_tps", bound, "tokens/s, bandwidth bound");
     prefill(&x, z->B, z->P, 2048);
-    result("decode64_greedy_tps", decode(&x, z->B, z->P, z->G, 1),
-           "tokens/s, all streams, ids only (forward_greedy)");
+    result("decode64_greedy_tps", decode(&x, z->B, z->P, z->G, FWD_GREEDY),
+           "tokens/s, all streams, greedy ids only (forward_sample)");
+    prefill(&x, z->B, z->P, 2048);
+    t = z->B / decode(&x, z->B, z->P, z->G, FWD_SAMPLE_DEVICE);
+    result("sample64_device_ms", t * 1e3, "ms per step, 64 rows sampled on "
+           "the device (top-k 50, top-p 0.9)");
+    prefill(&x, z->B, z->P, 2048);
+    t = z->B / decode(&x, z->B, z->P, z->G / 4, FWD_SAMPLE_HOST);
+    result("sample64_host_ms", t * 1e3, "ms per step, 64 rows, logits to "
+           "the host and sampled there");
+    llm_sample_rows_free(&x.rows);
+    llm_sampler_free(&x.sampler);
 
     x.b->free(x.b);
     llm_batch_buf_free(&x.bb);

@@ -5,6 +5,7 @@
  * Run by t/gpu/run.sh.
  *
  *   e2e --model DIR --prompt TEXT [--device cuda:0] [--tokens N]
+ *       [--sampling 0|1]         (1, the default: step 3 runs)
  *
  * 1. Greedy generation of N tokens (ignore_eos) on "cpu" and on the device:
  *    the ids must be identical, except that a divergence is accepted when it
@@ -15,6 +16,14 @@
  * 2. Teacher-forced logits of prompt + the CPU's tokens in one prefill on
  *    both backends: relative difference < 3e-2 at every position, argmax
  *    equal except at near-ties.
+ * 3. Sampling on the device through the engine: six seeded requests with
+ *    different parameters in one batch (greedy; temperatures with
+ *    penalties, logit_bias, min_tokens, min-p; top-k/top-p; one asking for
+ *    logprobs and finishing early), on the device and with
+ *    LLM_CUDA_SAMPLE=0 (the same logits sampled on the host): identical
+ *    ids for every request without top-k/top-p (both samplers walk the
+ *    vocabulary in order with the same u) and the same logprobs, and a
+ *    second device run reproduces every request.
  * Output: TAP lines, then "e2e: ..." with the matched prefix.
  */
 #include <math.h>
@@ -64,7 +73,9 @@ opt(int argc, char **argv, const char *name, const char *def)
 
 typedef struct {
     int32_t  ids[4096];
-    int      n, done, error;
+    float    lp[4096];                  /* the chosen tokens' logprobs */
+    int32_t  top[4096];                 /* and their best alternatives */
+    int      n, n_lp, done, error;
 } gen;
 
 
@@ -83,6 +94,11 @@ on_output(llm_request *r, const llm_output *o, void *data)
 
     for (i = 0; i < o->n_ids && g->n < 4096; i++) {
         g->ids[g->n++] = o->ids[i];
+        if (o->logprobs != NULL) {
+            g->lp[g->n_lp] = o->logprobs[i].logprob;
+            g->top[g->n_lp++] = o->logprobs[i].n_top > 0
+                                ? o->logprobs[i].top_ids[0] : -1;
+        }
     }
     if (o->finish_reason != LLM_FINISH_NONE) {
         g->done = 1;
@@ -136,6 +152,132 @@ generate(const char *dir, const char *device, const int32_t *prompt,
     llm_engine_destroy(e);
     sem_destroy(&sem);
     return g->error ? -1 : g->n;
+}
+
+
+/* Six requests with different sampling parameters, one batch, on a device
+ * (host_sampling: LLM_CUDA_SAMPLE=0, the logits path); -1 on error. */
+#define E2E_NREQ 6
+
+typedef struct {
+    llm_request  *r[E2E_NREQ];
+    gen          *g;
+} gen_many;
+
+
+static void
+on_output_many(llm_request *r, const llm_output *o, void *data)
+{
+    gen_many  *m = data;
+    int        i;
+
+    for (i = 0; i < E2E_NREQ; i++) {
+        if (m->r[i] == r) {
+            on_output(r, o, &m->g[i]);
+        }
+    }
+}
+
+
+static int
+generate_sampled(const char *dir, const char *device, int host_sampling,
+    const int32_t *prompt, int n_prompt, int n_tokens, gen *g)
+{
+    static const int32_t  bias_ids[2] = { 101, 32 };
+    static const float    bias_v[2] = { 3.0f, -2.0f };
+    llm_engine_config     cfg = { 0 };
+    llm_sampling_params   p;
+    llm_engine           *e;
+    llm_request         **r;
+    gen_many              gm;
+    char                  err[LLM_ERR_LEN];
+    sem_t                 sem;
+    int                   i, done, rc = 0;
+
+    sem_init(&sem, 0, 0);
+    gm.g = g;
+    r = gm.r;
+    if (host_sampling) {
+        setenv("LLM_CUDA_SAMPLE", "0", 1);
+    }
+    cfg.model_dir = dir;
+    cfg.device = device;
+    cfg.max_num_seqs = E2E_NREQ;
+    cfg.max_model_len = 2048;
+    cfg.notify = on_notify;
+    cfg.notify_data = &sem;
+    e = llm_engine_create(&cfg, err);
+    unsetenv("LLM_CUDA_SAMPLE");
+    if (e == NULL) {
+        printf("# %s: %s\n", device, err);
+        return -1;
+    }
+    for (i = 0; i < E2E_NREQ; i++) {
+        llm_sampling_params_init(&p, llm_engine_model(e));
+        p.max_tokens = n_tokens;
+        p.ignore_eos = 1;
+        p.has_seed = 1;
+        p.seed = 1000 + i;
+        switch (i) {
+        case 0:
+            p.temperature = 0.0;
+            break;
+        case 1:
+            p.temperature = 0.9;
+            p.frequency_penalty = 0.5;
+            p.presence_penalty = 0.3;
+            p.logit_bias_ids = bias_ids;
+            p.logit_bias_values = bias_v;
+            p.n_logit_bias = 2;
+            break;
+        case 2:
+            p.temperature = 1.2;
+            p.min_p = 0.05;
+            p.repetition_penalty = 1.2;
+            p.min_tokens = n_tokens;
+            break;
+        case 3:
+            p.temperature = 1.0;
+            p.top_k = 40;
+            p.top_p = 0.9;
+            break;
+        case 4:
+            p.temperature = 0.7;
+            p.logprobs = 2;
+            p.max_tokens = n_tokens / 4;
+            break;
+        default:
+            p.temperature = 0.6;
+            break;
+        }
+        r[i] = llm_request_create(e, prompt, n_prompt - (i % 3), &p, err);
+        if (r[i] == NULL) {
+            printf("# %s\n", err);
+            while (i-- > 0) {
+                llm_request_release(r[i]);
+            }
+            llm_engine_destroy(e);
+            return -1;
+        }
+        memset(&g[i], 0, sizeof(g[i]));
+    }
+    for (i = 0; i < E2E_NREQ; i++) {
+        llm_engine_submit(e, r[i]);
+    }
+    for (done = 0; done < E2E_NREQ; ) {
+        sem_wait(&sem);
+        llm_engine_drain(e, on_output_many, &gm);
+        for (done = 0, i = 0; i < E2E_NREQ; i++) {
+            done += g[i].done;
+        }
+    }
+    for (i = 0; i < E2E_NREQ; i++) {
+        rc |= g[i].error;
+        llm_request_release(r[i]);
+    }
+    llm_engine_destroy(e);
+    sem_destroy(&sem);
+    return rc ? -1 : 0;
 }
 
 
@@ -202,11 +344,13 @@ main(int argc, char **argv)
     const char  *prompt = opt(argc, argv, "--prompt", "Hello");
     const char  *device = opt(argc, argv, "--device", "cuda:0");
     int          N = atoi(opt(argc, argv, "--tokens", "64"));
+    int          sampling = atoi(opt(argc, argv, "--sampling", "1"));
     char         err[LLM_ERR_LEN], reason[LLM_ERR_LEN];
     llm_model   *m;
     int32_t     *pids, *all;
     int          np, nc, ng, i, k, V, match, first_div = -1, explained = 1;
     int          argmax_diff = 0, unexplained = 0, ba, bb;
+    int          same_ids = 0, repro = 0, lp_same = 0;
     gen          gc, gg;
     float       *lc, *lg;
     double       max_rel = 0.0;
@@ -280,10 +424,67 @@ main(int argc, char **argv)
         "greedy ids identical for %d of %d tokens%s", match, N,
         match == N ? "" : explained ? " (then a near-tie)"
                                     : " (divergence NOT a near-tie)");
+
+    /* 3. sampling on the device against the host sampler on its logits */
+    if (sampling) {
+        gen  *gd = malloc(sizeof(gen) * 3 * E2E_NREQ);
+        gen  *gh = gd + E2E_NREQ, *g2 = gh + E2E_NREQ;
+        int   ok = generate_sampled(dir, device, 0, pids, np, N, gd) == 0
+                   && generate_sampled(dir, device, 1, pids, np, N, gh) == 0
+                   && generate_sampled(dir, device, 0, pids, np, N, g2) == 0;
+
+        for (i = 0; ok && i < E2E_NREQ; i++) {
+            int  want = i == 4 ? N / 4 : N, k;
+
+            if (i == 4) {
+                /* logprobs: the same top alternative, logprob within
+                 * the rounding of the log-sum-exp */
+                ok = gd[i].n_lp == want && gh[i].n_lp == want;
+                for (k = 0; ok && k < want; k++) {
+                    ok = gd[i].top[k] == gh[i].top[k]
+                         && fabsf(gd[i].lp[k] - gh[i].lp[k]) <= 1e-4f;
+                }
+                lp_same = ok;
+                ok = 1;
+            }
+            ok = gd[i].n == want && gh[i].n == want && g2[i].n == want;
+            if (i != 3) {
+                same_ids += memcmp(gd[i].ids, gh[i].ids,
+                                   sizeof(int32_t) * want) == 0;
+            }
+            repro += memcmp(gd[i].ids, g2[i].ids, sizeof(int32_t) * want)
+                     == 0;
+        }
+        tap(ok && same_ids == E2E_NREQ - 1 && lp_same, "seeded sampling "
+            "through the engine: %d of %d requests without top-k/top-p draw "
+            "the same ids on the device as the host sampler on the same "
+            "logits; logprobs %s", same_ids, E2E_NREQ - 1,
+            lp_same ? "the same" : "DIFFER");
+        tap(ok && repro == E2E_NREQ, "seeded sampling on the device "
+            "reproducible for %d of %d requests (top-k/top-p included)",
+            repro, E2E_NREQ);
+        if (ok && gd[3].n > 0) {
+            printf("# top-k/top-p request: device");
+            for (i = 0; i < gd[3].n && i < 12; i++) {
+                printf(" %d", gd[3].ids[i]);
+            }
+            printf(", host");
+            for (i = 0; i < gh[3].n && i < 12; i++) {
+                printf(" %d", gh[3].ids[i]);
+            }
+            printf("\n");
+        }
+        free(gd);
+    }
     printf("e2e: %d/%d greedy tokens identical, teacher-forced max rel diff "
-           "%.3g%s\n", match, N, max_rel,
+           "%.3g%s", match, N, max_rel,
            first_div < 0 ? "" : explained ? ", then a near-tie"
                                           : ", then a REAL divergence");
+    if (sampling) {
+        printf("; sampled: %d/%d = host, %d/%d reproducible", same_ids,
+               E2E_NREQ - 1, repro, E2E_NREQ);
+    }
+    printf("\n");
     free(lc);
     free(lg);
     free(all);

@@ -5,14 +5,17 @@
 #   1. builds the engine, the CLI and cuda/ for sm_90a (H100/H200) into
 #      build/h200 with make -j;
 #   2. kernel tests: every CUDA kernel against the host reference on random
-#      inputs, and whole forward passes against the CPU backend
-#      (build/h200/gpu/test_kernels);
+#      inputs, whole forward passes against the CPU backend, and sampling
+#      on the device against the host sampler (build/h200/gpu/test_kernels);
 #   3. end to end: a small random model from `llm make-model`, greedy
 #      generation through the engine on cuda:0 and on the CPU, token by
 #      token (build/h200/gpu/e2e), and through `llm generate --device`;
+#      seeded sampling on the device against the host sampler on the same
+#      logits (LLM_CUDA_SAMPLE=0);
 #   4. benchmark on Llama-3.1-8B's shapes with weights generated on the GPU
 #      (build/h200/gpu/bench): bandwidth and GEMM rate measured in the same
-#      run, single-stream decode, 1k-token prefill (TTFT), 64 streams.
+#      run, single-stream decode, 1k-token prefill (TTFT), 64 streams, and
+#      a sampled decode step on the device against the logits path.
 # It ends with one summary table.  Logs go to $OUT (the device runner's
 # folder) when set, else build/h200/logs.
 #
@@ -150,6 +153,8 @@ rc=$?
 line=$(grep '^# kernel tests:' "$LOG/test_kernels.log" | tail -n 1)
 if [ $rc -eq 0 ] && [ -n "$line" ]; then
     row "kernel tests vs reference/CPU" "ok: ${line#\# kernel tests: }"
+    row "sampling on the device vs host" \
+        "ok: $(grep -c '^ok .* sampling: ' "$LOG/test_kernels.log") checks (greedy, penalties, same u, logprobs, u grids)"
 else
     STATUS=1
     row "kernel tests vs reference/CPU" "FAILED (rc $rc): ${line:-no summary line}"
@@ -211,6 +216,25 @@ else
         "$n/32 ids = --device cpu, then differs (near-tie? see the f16 row above)"
 fi
 
+# Seeded sampling (no top-k/top-p: both samplers walk the vocabulary in
+# order) on the device and, from the same logits, on the host: the same ids
+# unless a draw falls within the rounding of a boundary (GPU expf is within
+# 2 ulp of the host's).
+for v in 1 0; do
+    LLM_CUDA_SAMPLE=$v timeout "$(left 60)" "$B/llm" generate --model "$M" \
+        --prompt "$PROMPT" --max-tokens 32 --temperature 0.9 --seed 5 \
+        --frequency-penalty 0.5 --presence-penalty 0.3 --json \
+        --device cuda:0 > "$LOG/sample-$v.json" 2>> "$LOG/e2e.log"
+done
+sd=$(sed -n 's/.*"ids":\[\([0-9,]*\)\].*/\1/p' "$LOG/sample-1.json")
+sh=$(sed -n 's/.*"ids":\[\([0-9,]*\)\].*/\1/p' "$LOG/sample-0.json")
+if [ -n "$sd" ] && [ "$sd" = "$sh" ]; then
+    row "e2e seeded sampling on cuda:0" "ok: 32/32 ids = the host sampler's on the same logits"
+else
+    STATUS=1
+    row "e2e seeded sampling on cuda:0" "FAILED: device [$sd] host [$sh]"
+fi
+
 # ---- 4. benchmark ---------------------------------------------------------------
 timeout "$(left 240)" $BENCH > "$LOG/bench.log" 2>&1
 rc=$?
@@ -246,5 +270,9 @@ if grep -q '^RESULT' "$LOG/bench.log"; then
         "$d64 tok/s = $(pct "$d64" "$b64") of the $b64 tok/s bound"
     [ -n "$(val decode64_greedy_tps)" ] && row "decode, 64 streams, ids only" \
         "$(val decode64_greedy_tps) tok/s"
+    [ -n "$(val sample1_device_ms)" ] && row "sampled step, 1 row: device/host" \
+        "$(val sample1_device_ms) / $(val sample1_host_ms) ms (top-k 50, top-p 0.9)"
+    [ -n "$(val sample64_device_ms)" ] && row "sampled step, 64 rows: device/host" \
+        "$(val sample64_device_ms) / $(val sample64_host_ms) ms (top-k 50, top-p 0.9)"
 fi
 finish $STATUS

@@ -15,7 +15,14 @@
  *   - GEMMs through the GEMV kernel and through cuBLAS;
  *   - the whole forward pass over a multi-step scenario (prefill, mixed
  *     steps, graph-replayed decode steps) against the reference and the
- *     CPU backend, with and without CUDA graphs; forward_greedy's ids.
+ *     CPU backend, with and without CUDA graphs; forward_sample's greedy
+ *     ids;
+ *   - sampling on the device (cu_sample.cu) against the host sampler
+ *     (engine/sampler.c): greedy ids with ties, the logits after penalties,
+ *     bias and min_tokens masks bit for bit, the same token for the same
+ *     uniform number without top-k/top-p, and a deterministic distribution
+ *     test: a grid of u values over the kept set of top-k/top-p/min-p
+ *     must give each of the host's candidates its share and nothing else.
  * Output: TAP lines, then "kernel tests: N passed, M failed".
  */
 #include <math.h>
@@ -29,9 +36,12 @@
 #include "backend.h"
 #include "batch.h"
 #include "cu_backend.h"
+#include "cu_kernels.h"
 #include "cu_plan.h"
 #include "cu_ref.h"
 #include "cu_testmodel.h"
+#include "sampler.h"
+#include "sampler_rows.h"
 #include "util.h"
 
 /*
@@ -216,7 +226,7 @@ sync_gpu(env *e)
 /* ---- the ops one by one ------------------------------------------------------ */
 
 static void
-test_embed_norm_silu_argmax(env *e, const char *name)
+test_embed_norm_silu(env *e, const char *name)
 {
     llm_cu_state  *g = e->gs, *r = e->rs;
     int            n = 37, i, H = g->H, I = g->I;
@@ -294,33 +304,6 @@ test_embed_norm_silu_argmax(env *e, const char *name)
     free(o);
     free(gu);
 
-    /* argmax, with planted ties: the first index must win */
-    {
-        int      nl = 5, V = g->V, j;
-        int32_t  ids[5], ref_ids[5];
-        float   *lg = malloc(sizeof(float) * nl * V);
-
-        for (i = 0; i < nl * V; i++) {
-            lg[i] = urand() * 10.0f;
-        }
-        lg[0 * V + 7] = lg[0 * V + V - 1] = 50.0f;      /* tie: 7 wins */
-        lg[1 * V + V - 1] = 60.0f;                      /* last */
-        lg[2 * V + 0] = 70.0f;                          /* first */
-        for (j = 0; j < V; j++) {
-            lg[3 * V + j] = -1.0f;                      /* all equal: 0 */
-        }
-        cudaMemcpy(g->logits, lg, sizeof(float) * nl * V,
-                   cudaMemcpyHostToDevice);
-        memcpy(r->logits, lg, sizeof(float) * nl * V);
-        llm_cu_gpu_ops.argmax(e->gpu, g, g->logits, nl, g->ids);
-        llm_cu_ref_ops.argmax(e->ref, r, r->logits, nl, ref_ids);
-        sync_gpu(e);
-        cudaMemcpy(ids, g->ids, sizeof(ids), cudaMemcpyDeviceToHost);
-        check(memcmp(ids, ref_ids, sizeof(ids)) == 0 && ids[0] == 7
-              && ids[3] == 0, "%s: argmax = first maximum (%d %d %d %d %d)",
-              name, ids[0], ids[1], ids[2], ids[3], ids[4]);
-        free(lg);
-    }
     cudaFree(dtok);
 }
 
@@ -599,7 +582,7 @@ test_qkv_and_attention(env *e, const char *name)
 
 typedef struct {
     double  max_rel;
-    int     rows, argmax_diff, unexplained, ids_diff;
+    int     rows, argmax_diff, unexplained, ids_diff, lp_rows, lp_diff;
 } cmp;
 
 
@@ -677,6 +660,21 @@ scenario(env *e, const char *name, const char *variant)
     float           *lr = malloc(sizeof(float) * 512 * V);
     cmp              cg = { 0 }, cr = { 0 };
     int              ok = 1;
+    llm_sampler      smp;
+    llm_sample_row   srow[512];
+    llm_token_logprob lps[512], hl;
+    llm_sampling_params sp;
+    llm_sample_ctx   sc;
+
+    float           *h = malloc(sizeof(float) * V);
+
+    llm_sampler_init(&smp, V);
+    memset(&sp, 0, sizeof(sp));
+    sp.temperature = 0.0;               /* greedy, with logprobs */
+    sp.top_p = 1.0;
+    sp.repetition_penalty = 1.0;
+    memset(&sc, 0, sizeof(sc));
+    sc.p = &sp;
 
     for (s = 0; s < 3; s++) {
         for (i = 0; i < 128; i++) {
@@ -713,8 +711,24 @@ scenario(env *e, const char *name, const char *variant)
         cmp_rows(&cg, lc, lg, bb.batch.n_logits, V);
         cmp_rows(&cr, lr, lg, bb.batch.n_logits, V);
         if (step >= 2 && step % 4 == 0) {
-            /* the ids path on the same step: identical K/V rewrite */
-            if (e->gpu->forward_greedy(e->gpu, &bb.batch, ids, e->err) != 0) {
+            /* the ids path on the same step (an identical K/V rewrite):
+             * all greedy (spec NULL), or every eighth step greedy rows with
+             * logprobs N = 20, 0, 3 (the backend's staging, scratch rows
+             * and records in logits order) */
+            llm_sample_spec  spec = { srow, NULL, 0 };
+            int              with = step % 8 == 0;
+
+            for (i = 0; with && i < bb.batch.n_logits; i++) {
+                memset(&srow[i], 0, sizeof(srow[i]));
+                srow[i].greedy = 1;
+                srow[i].inv_t = 1.0f;
+                srow[i].top_p = 1.0;
+                srow[i].logprobs = i % 3 == 0 ? 20 : i % 3 == 1 ? 0 : 3;
+                srow[i].lp_slot = -1;
+            }
+            if (e->gpu->forward_sample(e->gpu, &bb.batch, with ? &spec : NULL,
+                                       ids, lps, e->err) != 0)
+            {
                 printf("# greedy: %s\n", e->err);
                 ok = 0;
                 break;
@@ -722,6 +736,23 @@ scenario(env *e, const char *name, const char *variant)
             for (i = 0; i < bb.batch.n_logits; i++) {
                 top2(lg + (size_t) i * V, V, &best);
                 cg.ids_diff += ids[i] != best;
+                if (with && srow[i].logprobs >= 0) {
+                    int  k, bad;
+
+                    memcpy(h, lg + (size_t) i * V, sizeof(float) * V);
+                    sp.logprobs = srow[i].logprobs;
+                    llm_sample(&smp, h, &sc, &hl);
+                    bad = lps[i].id != ids[i] || lps[i].n_top != hl.n_top
+                          || lps[i].rank != hl.rank
+                          || fabsf(lps[i].logprob - hl.logprob) > 1e-5f;
+                    for (k = 0; !bad && k < hl.n_top; k++) {
+                        bad = lps[i].top_ids[k] != hl.top_ids[k]
+                              || fabsf(lps[i].top_logprobs[k]
+                                       - hl.top_logprobs[k]) > 1e-5f;
+                    }
+                    cg.lp_rows++;
+                    cg.lp_diff += bad;
+                }
             }
         }
         for (s = 0; s < 3; s++) {
@@ -739,14 +770,467 @@ scenario(env *e, const char *name, const char *variant)
           "%s: forward %s = reference (%d rows, rel %.2g, argmax diffs %d, "
           "all near-ties)", name, variant, cr.rows, cr.max_rel,
           cr.argmax_diff);
-    check(ok && cg.max_rel < 3e-2 && cg.unexplained == 0 && cg.ids_diff == 0,
+    check(ok && cg.max_rel < 3e-2 && cg.unexplained == 0 && cg.ids_diff == 0
+          && cg.lp_rows > 0 && cg.lp_diff == 0,
           "%s: forward %s ~ CPU backend (%d rows, rel %.2g, argmax diffs %d, "
-          "all near-ties; greedy ids diffs %d)", name, variant, cg.rows,
-          cg.max_rel, cg.argmax_diff, cg.ids_diff);
+          "all near-ties; greedy ids diffs %d; logprobs of %d rows vs the "
+          "host's on the same logits: %d differ)", name, variant, cg.rows,
+          cg.max_rel, cg.argmax_diff, cg.ids_diff, cg.lp_rows, cg.lp_diff);
+    llm_sampler_free(&smp);
+    free(h);
     llm_batch_buf_free(&bb);
     free(lc);
     free(lg);
     free(lr);
+}
+
+
+/* ---- sampling on the device ------------------------------------------------ */
+
+/* The kernel is shape-independent: it runs once, on the first model's
+ * backend (its stream), with its own vocabulary size. */
+#if TK_SMALL
+#define TS_V     1000
+#define TS_GRID  512
+#else
+#define TS_V     32000
+#define TS_GRID  2048
+#endif
+
+typedef struct {
+    llm_sampling_params  p;
+    int32_t              prompt[48], output[32], eos[2], stop[1];
+    int32_t              bias_id[3];
+    float                bias_v[3];
+    int                  n_prompt, n_output;
+    llm_rng              rng;
+} ts_req;
+
+
+/* A request: plain (temperature t), or with every logit modification:
+ * repetition (rp), frequency and presence penalties over a prompt and an
+ * output with repeats, a logit_bias with a repeated id, and min_tokens
+ * masking EOS ids 1, 2 and stop id 3. */
+static void
+ts_req_init(ts_req *q, double t, int mods, uint64_t seed)
+{
+    int  i;
+
+    memset(q, 0, sizeof(*q));
+    q->p.temperature = t;
+    q->p.top_p = 1.0;
+    q->p.repetition_penalty = 1.0;
+    q->p.logprobs = -1;
+    q->n_prompt = 48;
+    q->n_output = 32;
+    for (i = 0; i < 48; i++) {
+        q->prompt[i] = (int32_t) irand(60);
+    }
+    for (i = 0; i < 32; i++) {
+        q->output[i] = (int32_t) irand(40);
+    }
+    q->eos[0] = 1;
+    q->eos[1] = 2;
+    q->stop[0] = 3;
+    if (mods) {
+        q->p.repetition_penalty = seed % 2 ? 1.3 : 0.8;
+        q->p.frequency_penalty = 0.4;
+        q->p.presence_penalty = 0.25;
+        q->bias_id[0] = 5;
+        q->bias_v[0] = 2.0f;
+        q->bias_id[1] = 9;
+        q->bias_v[1] = -100.0f;
+        q->bias_id[2] = 5;                  /* again: added in order */
+        q->bias_v[2] = 1.5f;
+        q->p.logit_bias_ids = q->bias_id;
+        q->p.logit_bias_values = q->bias_v;
+        q->p.n_logit_bias = 3;
+        q->p.min_tokens = 50;               /* > 32 outputs: masks apply */
+        q->p.stop_token_ids = q->stop;
+        q->p.n_stop_token_ids = 1;
+    }
+    llm_rng_seed(&q->rng, seed);
+}
+
+
+static void
+ts_ctx(ts_req *q, llm_sample_ctx *c)
+{
+    c->p = &q->p;
+    c->prompt = q->prompt;
+    c->n_prompt = q->n_prompt;
+    c->output = q->output;
+    c->n_output = q->n_output;
+    c->eos_ids = q->eos;
+    c->n_eos = 2;
+    c->rng = &q->rng;
+}
+
+
+/* The kernel on n rows of V logits (sr NULL: all greedy); ids out, the
+ * rows as the kernel left them in out (when not NULL), and the logprob
+ * records of rows that ask in lp (scratch rows assigned here, as the
+ * backend does). */
+static int
+ts_run(env *e, const float *lg, int n, int V, const llm_sample_rows *sr,
+    int32_t *ids, float *out, llm_token_logprob *lp)
+{
+    float              *dl = NULL, *scratch = NULL;
+    char               *dsr = NULL;
+    int32_t            *dids = NULL;
+    llm_token_logprob  *dlp = NULL;
+    size_t              rb = sr ? sizeof(llm_sample_row) * sr->n_rows : 0;
+    size_t              mb = sr ? sizeof(llm_sample_mod) * sr->n_mods : 0;
+    int                 ok, i, n_lp = 0;
+
+    for (i = 0; sr && i < sr->n_rows; i++) {
+        sr->rows[i].lp_slot = sr->rows[i].logprobs >= 0 ? n_lp++ : -1;
+    }
+    ok = cu_ok(cudaMalloc((void **) &dl, sizeof(float) * n * V), "malloc")
+         && cu_ok(cudaMalloc((void **) &dsr, rb + mb + 8), "malloc")
+         && cu_ok(cudaMalloc((void **) &dids, sizeof(int32_t) * n), "malloc")
+         && (n_lp == 0
+             || (cu_ok(cudaMalloc((void **) &scratch,
+                                  sizeof(float) * n_lp * V), "malloc")
+                 && cu_ok(cudaMalloc((void **) &dlp,
+                                     sizeof(llm_token_logprob) * n),
+                          "malloc")))
+         && cu_ok(cudaMemcpy(dl, lg, sizeof(float) * n * V,
+                             cudaMemcpyHostToDevice), "copy");
+    if (ok && sr) {
+        ok = cu_ok(cudaMemcpy(dsr, sr->rows, rb, cudaMemcpyHostToDevice),
+                   "copy")
+             && (mb == 0 || cu_ok(cudaMemcpy(dsr + rb, sr->mods, mb,
+                                             cudaMemcpyHostToDevice), "copy"));
+    }
+    if (ok && llm_cuk_sample((cudaStream_t) llm_cu_backend_stream(e->gpu),
+                             dl, n, V,
+                             sr ? (const llm_sample_row *) dsr : NULL,
+                             sr ? (const llm_sample_mod *) (dsr + rb) : NULL,
+                             dids, scratch, dlp, e->err) != 0)
+    {
+        printf("# sample: %s\n", e->err);
+        ok = 0;
+    }
+    ok = ok && sync_gpu(e)
+         && cu_ok(cudaMemcpy(ids, dids, sizeof(int32_t) * n,
+                             cudaMemcpyDeviceToHost), "copy")
+         && (out == NULL || cu_ok(cudaMemcpy(out, dl, sizeof(float) * n * V,
+                                             cudaMemcpyDeviceToHost), "copy"))
+         && (lp == NULL || n_lp == 0
+             || cu_ok(cudaMemcpy(lp, dlp, sizeof(llm_token_logprob) * n,
+                                 cudaMemcpyDeviceToHost), "copy"));
+    cudaFree(dl);
+    cudaFree(dsr);
+    cudaFree(dids);
+    cudaFree(scratch);
+    cudaFree(dlp);
+    return ok;
+}
+
+
+/* A grid of u = (i + 0.5) / N over one row: every token's count must be
+ * its share of the kept set's mass within 1 (no randomness: N points
+ * spread evenly over [0, 1) put floor or ceil of N q in an interval of
+ * length q), and only the expected tokens may be drawn.  The expected
+ * set: the host sampler's candidates (exp_ids NULL), else exp_ids with
+ * probabilities exp_p. */
+static void
+ts_grid(env *e, llm_sampler *s, ts_req *q, const float *row, int V,
+    const int32_t *exp_ids, const double *exp_p, int n_exp, const char *what)
+{
+    llm_sample_rows  sr = { 0 };
+    llm_sample_ctx   c;
+    int              N = TS_GRID, i, k, bad = 0, drawn = 0;
+    float           *lg = malloc(sizeof(float) * (size_t) N * V);
+    float           *h = malloc(sizeof(float) * V);
+    int32_t         *ids = malloc(sizeof(int32_t) * N);
+    int             *cnt = calloc(V, sizeof(int));
+    double          *want = calloc(V, sizeof(double)), total = 0.0, dev = 0.0;
+
+    ts_ctx(q, &c);
+    for (i = 0; i < N; i++) {
+        llm_sample_row_make(s, &c, &sr);
+        sr.rows[i].u = (i + 0.5) / N;
+        memcpy(lg + (size_t) i * V, row, sizeof(float) * V);
+    }
+    if (exp_ids == NULL) {
+        memcpy(h, row, sizeof(float) * V);
+        n_exp = llm_sample_candidates(s, h, &c, &total);
+        for (k = 0; k < n_exp; k++) {
+            want[s->idx[k]] = s->probs[s->idx[k]] / total;
+        }
+    } else {
+        for (k = 0; k < n_exp; k++) {
+            total += exp_p[k];
+        }
+        for (k = 0; k < n_exp; k++) {
+            want[exp_ids[k]] = exp_p[k] / total;
+        }
+    }
+    if (!ts_run(e, lg, N, V, &sr, ids, NULL, NULL)) {
+        check(0, "sampling: %s: the kernel ran", what);
+        goto done;
+    }
+    for (i = 0; i < N; i++) {
+        cnt[ids[i]]++;
+    }
+    for (i = 0; i < V; i++) {
+        double  d = fabs(cnt[i] - N * want[i]);
+
+        drawn += cnt[i] > 0;
+        if ((want[i] == 0.0 && cnt[i] > 0) || d > 1.0 + 1e-6) {
+            if (bad++ < 3) {
+                printf("# %s: token %d drawn %d times, expected %.2f\n",
+                       what, i, cnt[i], N * want[i]);
+            }
+        }
+        dev = d > dev ? d : dev;
+    }
+    /* a token with N q >= 1 is drawn, so the kept sets agree down to
+     * shares of 1/N */
+    check(bad == 0 && drawn > 1, "sampling: %s: %d u values on a grid: "
+          "each of the %d expected tokens drawn N q +- 1 times, no other "
+          "(%d drawn, max off %.2f)", what, N, n_exp, drawn, dev);
+done:
+    llm_sample_rows_free(&sr);
+    free(lg);
+    free(h);
+    free(ids);
+    free(cnt);
+    free(want);
+}
+
+
+static void
+test_sampling(env *e)
+{
+    llm_sampler       s;
+    llm_sample_rows   sr = { 0 };
+    llm_sample_ctx    c;
+    ts_req            q[8], one, *rq;
+    int               V = TS_V, i, j, n, same, rng_same;
+    int32_t           ids[256], hid;
+    float            *lg = malloc(sizeof(float) * 256 * V);
+    float            *h = malloc(sizeof(float) * 256 * V);
+    float            *out = malloc(sizeof(float) * 256 * V);
+    float            *row = malloc(sizeof(float) * V);
+
+    llm_sampler_init(&s, V);
+
+    /* greedy, all rows (no spec): the first maximum, as llm_argmax */
+    for (i = 0; i < 5 * V; i++) {
+        lg[i] = urand() * 10.0f;
+    }
+    lg[0 * V + 7] = lg[0 * V + V - 1] = 50.0f;          /* tie: 7 wins */
+    lg[1 * V + V - 1] = 60.0f;                          /* last */
+    lg[2 * V + 0] = 70.0f;                              /* first */
+    for (j = 0; j < V; j++) {
+        lg[3 * V + j] = -1.0f;                          /* all equal: 0 */
+        lg[4 * V + j] = -INFINITY;                      /* nothing finite */
+    }
+    ts_req_init(&one, 0.0, 0, 1);
+    ts_ctx(&one, &c);
+    same = ts_run(e, lg, 5, V, NULL, ids, NULL, NULL);
+    for (i = 0; i < 5 && same; i++) {
+        memcpy(h, lg + (size_t) i * V, sizeof(float) * V);
+        same = ids[i] == llm_sample(&s, h, &c, NULL);
+    }
+    check(same && ids[0] == 7 && ids[1] == V - 1 && ids[3] == 0
+          && ids[4] == 0, "sampling: greedy = the host's argmax, first of "
+          "equal maxima (%d %d %d %d %d)", ids[0], ids[1], ids[2], ids[3],
+          ids[4]);
+
+    /* greedy with every modification: the same ids, and the logits after
+     * penalties, bias and masks bit for bit */
+    n = 8;
+    llm_sample_rows_reset(&sr);
+    for (i = 0; i < n; i++) {
+        ts_req_init(&q[i], 0.0, 1, (uint64_t) i + 1);
+        for (j = 0; j < V; j++) {
+            lg[(size_t) i * V + j] = urand() * 3.0f;
+        }
+        lg[(size_t) i * V + 1] = 20.0f;                 /* EOS: masked */
+        lg[(size_t) i * V + 9] = 19.0f;                 /* biased away */
+        ts_ctx(&q[i], &c);
+        llm_sample_row_make(&s, &c, &sr);
+    }
+    same = ts_run(e, lg, n, V, &sr, ids, out, NULL);
+    j = 0;
+    for (i = 0; i < n && same; i++) {
+        float  *hr = h + (size_t) i * V;
+
+        memcpy(hr, lg + (size_t) i * V, sizeof(float) * V);
+        ts_ctx(&q[i], &c);
+        hid = llm_sample(&s, hr, &c, NULL);
+        same = hid == ids[i] && hid != 1 && hid != 9;
+        j += memcmp(hr, out + (size_t) i * V, sizeof(float) * V) == 0;
+    }
+    check(same && j == n, "sampling: penalties, logit_bias, min_tokens "
+          "masks: %d greedy rows, ids and modified logits identical to the "
+          "host's (%d of %d rows, %d modifications)", n, j, n, sr.n_mods);
+
+    /* without top-k/top-p both samplers walk the candidates in vocabulary
+     * order: the same u gives the same token, and the request's generator
+     * advances the same way */
+    n = 256;
+    rq = malloc(sizeof(ts_req) * 2 * n);
+    llm_sample_rows_reset(&sr);
+    for (i = 0; i < n; i++) {
+        static const double  temps[4] = { 0.5, 0.8, 1.0, 1.7 };
+        static const double  minp[3] = { 0.0, 0.02, 0.1 };
+
+        ts_req_init(&rq[i], temps[i % 4], i % 2, (uint64_t) i + 100);
+        rq[i].p.min_p = minp[i % 3];
+        rq[n + i] = rq[i];              /* the host's copy, same generator */
+        for (j = 0; j < V; j++) {
+            lg[(size_t) i * V + j] = urand() * 4.0f;
+        }
+        ts_ctx(&rq[i], &c);
+        llm_sample_row_make(&s, &c, &sr);
+    }
+    same = ts_run(e, lg, n, V, &sr, ids, NULL, NULL);
+    j = 0;
+    rng_same = 0;
+    for (i = 0; i < n && same; i++) {
+        memcpy(h, lg + (size_t) i * V, sizeof(float) * V);
+        ts_ctx(&rq[n + i], &c);
+        j += llm_sample(&s, h, &c, NULL) == ids[i];
+        rng_same += memcmp(&rq[i].rng, &rq[n + i].rng, sizeof(llm_rng)) == 0;
+    }
+    free(rq);
+    check(same && j == n && rng_same == n, "sampling: no top-k/top-p "
+          "(temperature, min-p, penalties): the device's token = the "
+          "host's for the same u in %d of %d rows; generators advanced "
+          "alike in %d", j, n, rng_same);
+
+    /* logprobs of the raw logits (llm_fill_logprobs): greedy and sampled
+     * rows with modifications, N = 0, 1, 5, 20, between rows without;
+     * the rows that ask keep their raw logits (sampled in scratch) */
+    {
+        llm_token_logprob  *lpd = malloc(sizeof(llm_token_logprob) * 16);
+        llm_token_logprob   hl;
+        int                 good = 0, raw_kept = 0, n_lp = 0, k, ok;
+        float               worst = 0.0f, d;
+
+        n = 16;
+        rq = malloc(sizeof(ts_req) * 2 * n);
+        llm_sample_rows_reset(&sr);
+        for (i = 0; i < n; i++) {
+            static const int  nlp[4] = { 0, 1, 5, 20 };
+
+            ts_req_init(&rq[i], i % 4 == 3 ? 0.0 : 0.8, i % 2,
+                        (uint64_t) i + 500);
+            rq[i].p.logprobs = i % 3 == 2 ? -1 : nlp[i % 4];
+            rq[n + i] = rq[i];
+            for (j = 0; j < V; j++) {
+                lg[(size_t) i * V + j] = urand() * 5.0f;
+            }
+            ts_ctx(&rq[i], &c);
+            llm_sample_row_make(&s, &c, &sr);
+        }
+        same = ts_run(e, lg, n, V, &sr, ids, out, lpd);
+        for (i = 0; i < n && same; i++) {
+            int  want = rq[i].p.logprobs >= 0;
+
+            memcpy(h, lg + (size_t) i * V, sizeof(float) * V);
+            ts_ctx(&rq[n + i], &c);
+            hid = llm_sample(&s, h, &c, want ? &hl : NULL);
+            ok = hid == ids[i];
+            if (want) {
+                n_lp++;
+                raw_kept += memcmp(out + (size_t) i * V, lg + (size_t) i * V,
+                                   sizeof(float) * V) == 0;
+                ok = ok && lpd[i].id == hid && lpd[i].n_top == hl.n_top
+                     && lpd[i].rank == hl.rank;
+                d = fabsf(lpd[i].logprob - hl.logprob);
+                worst = d > worst ? d : worst;
+                ok = ok && d <= 1e-5f;
+                for (k = 0; ok && k < hl.n_top; k++) {
+                    d = fabsf(lpd[i].top_logprobs[k] - hl.top_logprobs[k]);
+                    worst = d > worst ? d : worst;
+                    ok = lpd[i].top_ids[k] == hl.top_ids[k] && d <= 1e-5f;
+                }
+            }
+            good += ok;
+        }
+        free(rq);
+        free(lpd);
+        check(same && good == n && raw_kept == n_lp && n_lp > 8,
+              "sampling: logprobs from the raw logits: %d of %d rows (%d "
+              "with logprobs, N up to 20) give the host's token, logprob and "
+              "top-N ids (max |diff| %.2g); raw rows kept %d", good, n, n_lp,
+              worst, raw_kept);
+    }
+
+    /* kept sets and shares: a grid of u over one row per case */
+    for (j = 0; j < V; j++) {
+        row[j] = urand() * 3.0f;
+    }
+    for (j = 0; j < 40; j++) {
+        row[irand((uint32_t) V)] = 4.0f + urand();      /* a head */
+    }
+    ts_req_init(&one, 1.0, 0, 7);
+    one.p.top_k = 20;
+    ts_grid(e, &s, &one, row, V, NULL, NULL, 0, "top-k 20");
+    ts_req_init(&one, 0.7, 0, 8);
+    one.p.top_p = 0.8;
+    for (j = 0; j < V; j++) {
+        row[j] = urand() * 2.0f - 6.0f;
+    }
+    for (j = 0; j < 30; j++) {
+        row[irand((uint32_t) V)] = urand() * 2.0f;
+    }
+    ts_grid(e, &s, &one, row, V, NULL, NULL, 0, "top-p 0.8");
+    ts_req_init(&one, 1.0, 0, 9);
+    one.p.min_p = 0.1;
+    ts_grid(e, &s, &one, row, V, NULL, NULL, 0, "min-p 0.1");
+    ts_req_init(&one, 1.3, 1, 10);
+    one.p.top_k = 50;
+    one.p.top_p = 0.9;
+    one.p.min_p = 0.02;
+    ts_grid(e, &s, &one, row, V, NULL, NULL, 0,
+            "penalties, bias, masks, min-p 0.02, top-k 50, top-p 0.9");
+
+    /* ties at the top-p boundary: the host sorts equal values by index,
+     * the device keeps the lowest indices: 10, then 5 of 5, 20, 900 */
+    for (j = 0; j < V; j++) {
+        row[j] = -30.0f;
+    }
+    row[10] = 3.0f;
+    row[20] = row[5] = row[900 % V] = 2.0f;
+    ts_req_init(&one, 1.0, 0, 11);
+    one.p.top_p = 0.6;
+    ts_grid(e, &s, &one, row, V, NULL, NULL, 0, "ties at the top-p "
+            "threshold");
+
+    /* ties at the top-k threshold: exactly k kept, the equal ones of
+     * lowest index (the host's quickselect may keep others, so the
+     * expectation is written out) */
+    {
+        static const int32_t  want[5] = { 100, 200, 300, 50, 400 };
+        double                wp[5];
+
+        for (j = 0; j < V; j++) {
+            row[j] = 0.0f;
+        }
+        row[100] = row[200] = row[300] = 5.0f;
+        row[700] = row[50] = row[999] = row[400] = 4.0f;
+        for (j = 0; j < 5; j++) {
+            wp[j] = j < 3 ? 1.0 : (double) expf(4.0f - 5.0f);
+        }
+        ts_req_init(&one, 1.0, 0, 12);
+        one.p.top_k = 5;
+        ts_grid(e, &s, &one, row, V, want, wp, 5, "ties at the top-k "
+                "threshold keep the lowest indices");
+    }
+
+    llm_sample_rows_free(&sr);
+    llm_sampler_free(&s);
+    free(lg);
+    free(h);
+    free(out);
+    free(row);
 }
 
 
@@ -848,9 +1332,12 @@ main(int argc, char **argv)
         if (ci == 0) {
             printf("# %s, %d multiprocessors\n", info.device, info.n_sm);
         }
-        test_embed_norm_silu_argmax(&e, name);
+        test_embed_norm_silu(&e, name);
         test_gemm(&e, name);
         test_qkv_and_attention(&e, name);
+        if (ci == 0) {
+            test_sampling(&e);
+        }
         e.gpu->free(e.gpu);
         e.ref->free(e.ref);
         e.cpu->free(e.cpu);

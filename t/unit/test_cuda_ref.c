@@ -517,11 +517,11 @@ test_scenario(llm_backend *a, llm_backend *b, int V, test_cmp *c)
             break;
         }
         test_cmp_logits(c, la, lb, t.bb.batch.n_logits, V, NULL);
-        if (b->forward_greedy) {
+        if (b->forward_sample) {
             /* the same step again through the ids path: the K/V rewrite
              * is identical, so the cache is unchanged */
-            if (b->forward_greedy(b, &t.bb.batch, ids, err) != 0) {
-                tap_diag("forward_greedy failed: %s", err);
+            if (b->forward_sample(b, &t.bb.batch, NULL, ids, NULL, err) != 0) {
+                tap_diag("forward_sample failed: %s", err);
                 c->greedy_diff = 1 << 20;
                 break;
             }
@@ -697,7 +697,7 @@ test_backend_open(void)
     setenv("LLM_CUDA_LIBRARY", "/nonexistent/libllm_cuda.so", 1);
     reason[0] = err[0] = '\0';
     b = llm_backend_open(m, "auto", &bc, reason, err);
-    tap_ok(b && strcmp(b->name, "cpu") == 0 && b->forward_greedy == NULL
+    tap_ok(b && strcmp(b->name, "cpu") == 0 && b->forward_sample == NULL
            && strstr(reason, "no usable GPU")
            && strstr(reason, "not available"),
            "auto without libllm_cuda.so: the CPU, saying why (%s)", reason);
@@ -731,7 +731,7 @@ test_backend_open(void)
     b = llm_backend_open(m, "cuda:0", &bc, reason, err);
     if (b != NULL) {
         /* a machine with a GPU */
-        tap_ok(strcmp(b->name, "cuda:0") == 0 && b->forward_greedy,
+        tap_ok(strcmp(b->name, "cuda:0") == 0 && b->forward_sample,
                "cuda:0 with %s: a GPU is there (%s)", lib, reason);
         b->free(b);
     } else {
