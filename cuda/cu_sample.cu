@@ -302,11 +302,13 @@ llm_sample_above(const float *p, int V, float t, int *c, double *m,
 }
 
 
-/* The row's logit modifications, in the host sampler's order; within a
+/* The row's logit modifications (llm_sampler_mods(), applied as
+ * llm_sampler_mods_apply() does on the host); within a
  * kind the ids are distinct (bias entries, which may repeat, are added in
  * order by one thread). */
 __device__ __forceinline__ void
-llm_sample_mods(float *x, const llm_sample_row *r, const llm_sample_mod *md)
+llm_sample_apply_mods(float *x, const llm_sample_row *r,
+    const llm_sample_mod *md)
 {
     int    i, t;
     float  l;
@@ -416,7 +418,7 @@ llm_k_sample(float *__restrict__ logits, int V,
         __syncthreads();
     }
     if (r != NULL) {
-        llm_sample_mods(x, r, mods + r->mod_off);
+        llm_sample_apply_mods(x, r, mods + r->mod_off);
     }
     top = llm_block_argmax(x, V, &best, bv, bi);
     if (r == NULL || r->greedy || best == -INFINITY) {

@@ -11,6 +11,7 @@
 
 #include "batch.h"
 #include "model.h"
+#include "sampler.h"
 
 typedef struct llm_backend llm_backend;
 
@@ -36,11 +37,6 @@ typedef struct {
     int32_t      logprobs;              /* -1, or top-N alternatives (0..20) */
     int32_t      lp_slot;               /* the backend's: its scratch row */
 } llm_sample_row;
-
-typedef struct {
-    int32_t      id;
-    float        v;                     /* rep: the penalty; sub, bias: the amount */
-} llm_sample_mod;
 
 typedef struct {
     const llm_sample_row  *rows;        /* one per logits row, batch order */

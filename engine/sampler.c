@@ -94,6 +94,7 @@ llm_sampler_free(llm_sampler *s)
     free(s->idx);
     free(s->seen);
     free(s->counts);
+    llm_sample_mods_free(&s->mods);
     memset(s, 0, sizeof(*s));
 }
 
@@ -102,67 +103,128 @@ llm_sampler_free(llm_sampler *s)
 
 
 static void
-llm_apply_penalties(llm_sampler *s, float *logits, const llm_sample_ctx *c)
+llm_sample_mod_push(llm_sample_mods *m, int32_t id, float v)
+{
+    if (m->n == m->cap) {
+        m->cap = m->cap ? 2 * m->cap : 1024;
+        m->mods = llm_xrealloc(m->mods, sizeof(*m->mods) * m->cap);
+    }
+    m->mods[m->n].id = id;
+    m->mods[m->n].v = v;
+    m->n++;
+}
+
+
+void
+llm_sample_mods_free(llm_sample_mods *m)
+{
+    free(m->mods);
+    memset(m, 0, sizeof(*m));
+}
+
+
+llm_sample_mod_counts
+llm_sampler_mods(llm_sampler *s, const llm_sample_ctx *c, llm_sample_mods *m)
 {
     const llm_sampling_params  *p = c->p;
-    int                         i;
+    llm_sample_mod_counts       n;
+    int                         i, n0, V = s->vocab;
     int32_t                     t;
 
-    if (p->repetition_penalty != 1.0f) {
-        /* every token of prompt and output, once */
+    /* repetition penalty: every distinct token of prompt and output */
+    n0 = m->n;
+    if (p->repetition_penalty != 1.0) {
         for (i = 0; i < c->n_prompt + c->n_output; i++) {
             t = i < c->n_prompt ? c->prompt[i] : c->output[i - c->n_prompt];
             if (!s->seen[t]) {
                 s->seen[t] = 1;
-                float  rp = (float) p->repetition_penalty;
-
-                logits[t] = logits[t] > 0 ? logits[t] / rp : logits[t] * rp;
+                llm_sample_mod_push(m, t, (float) p->repetition_penalty);
             }
         }
-        for (i = 0; i < c->n_prompt + c->n_output; i++) {
-            t = i < c->n_prompt ? c->prompt[i] : c->output[i - c->n_prompt];
-            s->seen[t] = 0;
+        for (i = n0; i < m->n; i++) {
+            s->seen[m->mods[i].id] = 0;
         }
     }
-    if (p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f) {
+    n.n_rep = m->n - n0;
+
+    /* frequency and presence: every distinct output token, with its count */
+    n0 = m->n;
+    if (p->frequency_penalty != 0.0 || p->presence_penalty != 0.0) {
         for (i = 0; i < c->n_output; i++) {
             s->counts[c->output[i]]++;
         }
         for (i = 0; i < c->n_output; i++) {
             t = c->output[i];
             if (s->counts[t] > 0) {
-                logits[t] -= (float) (p->frequency_penalty * s->counts[t]
-                                      + p->presence_penalty);
+                llm_sample_mod_push(m, t,
+                    (float) (p->frequency_penalty * s->counts[t]
+                             + p->presence_penalty));
                 s->counts[t] = 0;       /* once per distinct token, and reset */
             }
         }
     }
-}
+    n.n_sub = m->n - n0;
 
-
-static void
-llm_apply_bias_and_masks(float *logits, int vocab, const llm_sample_ctx *c)
-{
-    const llm_sampling_params  *p = c->p;
-    int                         i;
-
+    n0 = m->n;
     for (i = 0; i < p->n_logit_bias; i++) {
-        if (p->logit_bias_ids[i] >= 0 && p->logit_bias_ids[i] < vocab) {
-            logits[p->logit_bias_ids[i]] += p->logit_bias_values[i];
+        if (p->logit_bias_ids[i] >= 0 && p->logit_bias_ids[i] < V) {
+            llm_sample_mod_push(m, p->logit_bias_ids[i],
+                                p->logit_bias_values[i]);
         }
     }
+    n.n_bias = m->n - n0;
+
+    n0 = m->n;
     if (c->n_output < p->min_tokens) {
         for (i = 0; i < c->n_eos; i++) {
-            if (c->eos_ids[i] >= 0 && c->eos_ids[i] < vocab) {
-                logits[c->eos_ids[i]] = -INFINITY;
+            if (c->eos_ids[i] >= 0 && c->eos_ids[i] < V) {
+                llm_sample_mod_push(m, c->eos_ids[i], 0.0f);
             }
         }
         for (i = 0; i < p->n_stop_token_ids; i++) {
-            if (p->stop_token_ids[i] >= 0 && p->stop_token_ids[i] < vocab) {
-                logits[p->stop_token_ids[i]] = -INFINITY;
+            if (p->stop_token_ids[i] >= 0 && p->stop_token_ids[i] < V) {
+                llm_sample_mod_push(m, p->stop_token_ids[i], 0.0f);
             }
         }
     }
+    n.n_mask = m->n - n0;
+    return n;
+}
+
+
+void
+llm_sampler_mods_apply(float *logits, const llm_sample_mod *mods,
+    llm_sample_mod_counts n)
+{
+    const llm_sample_mod  *md = mods;
+    int                    i;
+    float                  x;
+
+    for (i = 0; i < n.n_rep; i++, md++) {
+        x = logits[md->id];
+        logits[md->id] = x > 0 ? x / md->v : x * md->v;
+    }
+    for (i = 0; i < n.n_sub; i++, md++) {
+        logits[md->id] -= md->v;
+    }
+    for (i = 0; i < n.n_bias; i++, md++) {
+        logits[md->id] += md->v;
+    }
+    for (i = 0; i < n.n_mask; i++, md++) {
+        logits[md->id] = -INFINITY;
+    }
+}
+
+
+/* penalties, bias and min_tokens masks on the host */
+static void
+llm_apply_mods(llm_sampler *s, float *logits, const llm_sample_ctx *c)
+{
+    llm_sample_mod_counts  n;
+
+    s->mods.n = 0;
+    n = llm_sampler_mods(s, c, &s->mods);
+    llm_sampler_mods_apply(logits, s->mods.mods, n);
 }
 
 
@@ -448,8 +510,7 @@ int
 llm_sample_candidates(llm_sampler *s, float *logits, const llm_sample_ctx *c,
     double *total)
 {
-    llm_apply_penalties(s, logits, c);
-    llm_apply_bias_and_masks(logits, s->vocab, c);
+    llm_apply_mods(s, logits, c);
     *total = 0.0;
     if (c->p->temperature < 1e-5) {
         return 0;
@@ -477,8 +538,7 @@ llm_sample_verify(llm_sampler *s, float *logits, const llm_sample_ctx *c,
         raw = llm_xmalloc(sizeof(float) * s->vocab);
         memcpy(raw, logits, sizeof(float) * s->vocab);
     }
-    llm_apply_penalties(s, logits, c);
-    llm_apply_bias_and_masks(logits, s->vocab, c);
+    llm_apply_mods(s, logits, c);
     id = llm_sample_processed(s, logits, c, draft, accepted);
     if (lp) {
         llm_sampler_logprobs(s, raw, id, c->p->logprobs, lp);

@@ -31,6 +31,24 @@ typedef struct {
     llm_rng        *rng;
 } llm_sample_ctx;
 
+/* One logit modification: a token id and an amount. */
+typedef struct {
+    int32_t      id;
+    float        v;                     /* rep: the penalty; sub, bias: the amount */
+} llm_sample_mod;
+
+/* A growing list of modifications (the host's scratch, or a step's rows
+ * for a backend that samples on the device). */
+typedef struct {
+    llm_sample_mod  *mods;
+    int              n, cap;
+} llm_sample_mods;
+
+/* How many of each kind llm_sampler_mods() appended, in this order. */
+typedef struct {
+    int32_t      n_rep, n_sub, n_bias, n_mask;
+} llm_sample_mod_counts;
+
 /* Per-thread working memory, reused across calls. */
 typedef struct {
     int             vocab;
@@ -38,10 +56,24 @@ typedef struct {
     int32_t        *idx;
     uint8_t        *seen;                        /* penalty bookkeeping */
     int32_t        *counts;
+    llm_sample_mods mods;
 } llm_sampler;
 
 void llm_sampler_init(llm_sampler *s, int vocab);
 void llm_sampler_free(llm_sampler *s);
+
+/* The one definition of what a request's history does to its logits, in
+ * vLLM's order: the repetition penalty of every distinct prompt and output
+ * token, the frequency/presence penalty of every distinct output token
+ * (with its count), logit_bias in order (ids may repeat), and the EOS and
+ * stop ids while min_tokens is not reached.  Appended to m; the host
+ * sampler applies them with llm_sampler_mods_apply(), the CUDA backend the
+ * same list on the device. */
+llm_sample_mod_counts llm_sampler_mods(llm_sampler *s,
+    const llm_sample_ctx *c, llm_sample_mods *m);
+void llm_sampler_mods_apply(float *logits, const llm_sample_mod *mods,
+    llm_sample_mod_counts n);
+void llm_sample_mods_free(llm_sample_mods *m);
 
 /* Samples a token from logits (modified in place).  When lp is not NULL,
  * fills it with the chosen token's logprob and the top `p->logprobs`

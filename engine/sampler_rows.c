@@ -1,9 +1,8 @@
 /*
  * sampler_rows.c -- the host half of sampling on the device: a row's
- * parameters and its sparse logit modifications, in the order and the
- * float conversions of sampler.c (penalties, bias, min_tokens masks; then
- * temperature, min-p, top-k, top-p and one draw), so that the device
- * computes the same values the host sampler would.
+ * parameters (in sampler.c's float conversions: temperature, min-p, top-k,
+ * top-p and its one draw) and its logit modifications (sampler.c's own
+ * list), so that the device computes the values the host sampler would.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +15,7 @@ void
 llm_sample_rows_reset(llm_sample_rows *b)
 {
     b->n_rows = 0;
-    b->n_mods = 0;
+    b->mods.n = 0;
 }
 
 
@@ -24,21 +23,8 @@ void
 llm_sample_rows_free(llm_sample_rows *b)
 {
     free(b->rows);
-    free(b->mods);
+    llm_sample_mods_free(&b->mods);
     memset(b, 0, sizeof(*b));
-}
-
-
-static void
-llm_sample_mod_push(llm_sample_rows *b, int32_t id, float v)
-{
-    if (b->n_mods == b->cap_mods) {
-        b->cap_mods = b->cap_mods ? 2 * b->cap_mods : 1024;
-        b->mods = llm_xrealloc(b->mods, sizeof(*b->mods) * b->cap_mods);
-    }
-    b->mods[b->n_mods].id = id;
-    b->mods[b->n_mods].v = v;
-    b->n_mods++;
 }
 
 
@@ -48,8 +34,7 @@ llm_sample_row_make(llm_sampler *s, const llm_sample_ctx *c,
 {
     const llm_sampling_params  *p = c->p;
     llm_sample_row             *row;
-    int                         i, n0, V = s->vocab;
-    int32_t                     t;
+    llm_sample_mod_counts       n;
 
     if (b->n_rows == b->cap_rows) {
         b->cap_rows = b->cap_rows ? 2 * b->cap_rows : 64;
@@ -65,65 +50,12 @@ llm_sample_row_make(llm_sampler *s, const llm_sample_ctx *c,
     row->logprobs = p->logprobs < 0 ? -1 : p->logprobs > 20 ? 20
                     : p->logprobs;
     row->lp_slot = -1;
-    row->mod_off = b->n_mods;
-
-    /* repetition penalty: every distinct token of prompt and output */
-    n0 = b->n_mods;
-    if (p->repetition_penalty != 1.0f) {
-        for (i = 0; i < c->n_prompt + c->n_output; i++) {
-            t = i < c->n_prompt ? c->prompt[i] : c->output[i - c->n_prompt];
-            if (!s->seen[t]) {
-                s->seen[t] = 1;
-                llm_sample_mod_push(b, t, (float) p->repetition_penalty);
-            }
-        }
-        for (i = n0; i < b->n_mods; i++) {
-            s->seen[b->mods[i].id] = 0;
-        }
-    }
-    row->n_rep = b->n_mods - n0;
-
-    /* frequency and presence: every distinct output token, with its count */
-    n0 = b->n_mods;
-    if (p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f) {
-        for (i = 0; i < c->n_output; i++) {
-            s->counts[c->output[i]]++;
-        }
-        for (i = 0; i < c->n_output; i++) {
-            t = c->output[i];
-            if (s->counts[t] > 0) {
-                llm_sample_mod_push(b, t,
-                    (float) (p->frequency_penalty * s->counts[t]
-                             + p->presence_penalty));
-                s->counts[t] = 0;
-            }
-        }
-    }
-    row->n_sub = b->n_mods - n0;
-
-    n0 = b->n_mods;
-    for (i = 0; i < p->n_logit_bias; i++) {
-        if (p->logit_bias_ids[i] >= 0 && p->logit_bias_ids[i] < V) {
-            llm_sample_mod_push(b, p->logit_bias_ids[i],
-                                p->logit_bias_values[i]);
-        }
-    }
-    row->n_bias = b->n_mods - n0;
-
-    n0 = b->n_mods;
-    if (c->n_output < p->min_tokens) {
-        for (i = 0; i < c->n_eos; i++) {
-            if (c->eos_ids[i] >= 0 && c->eos_ids[i] < V) {
-                llm_sample_mod_push(b, c->eos_ids[i], 0.0f);
-            }
-        }
-        for (i = 0; i < p->n_stop_token_ids; i++) {
-            if (p->stop_token_ids[i] >= 0 && p->stop_token_ids[i] < V) {
-                llm_sample_mod_push(b, p->stop_token_ids[i], 0.0f);
-            }
-        }
-    }
-    row->n_mask = b->n_mods - n0;
+    row->mod_off = b->mods.n;
+    n = llm_sampler_mods(s, c, &b->mods);
+    row->n_rep = n.n_rep;
+    row->n_sub = n.n_sub;
+    row->n_bias = n.n_bias;
+    row->n_mask = n.n_mask;
 
     /* the host sampler's one draw (llm_draw); none for greedy rows */
     if (!row->greedy) {
@@ -138,7 +70,7 @@ llm_sample_rows_spec(const llm_sample_rows *b)
     llm_sample_spec  sp;
 
     sp.rows = b->rows;
-    sp.mods = b->mods;
-    sp.n_mods = b->n_mods;
+    sp.mods = b->mods.mods;
+    sp.n_mods = b->mods.n;
     return sp;
 }

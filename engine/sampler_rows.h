@@ -14,8 +14,7 @@
 typedef struct {
     llm_sample_row  *rows;
     int              n_rows, cap_rows;
-    llm_sample_mod  *mods;
-    int              n_mods, cap_mods;
+    llm_sample_mods  mods;
 } llm_sample_rows;
 
 void llm_sample_rows_reset(llm_sample_rows *b);
@@ -24,11 +23,8 @@ void llm_sample_rows_free(llm_sample_rows *b);
 /* Appends the row of a request: its parameters (logprobs included), the
  * uniform number the host sampler would draw for it (consumed from c->rng
  * only when the row is not greedy, as llm_sample() does), and its
- * modifications:
- * repetition penalty of every distinct prompt and output token,
- * frequency/presence penalty of every distinct output token (with its
- * count), logit_bias in order, and the EOS and stop ids while min_tokens
- * is not reached.  s provides the scratch (seen, counts) of the sampler. */
+ * modifications, llm_sampler_mods()'s (the host sampler's own list).  s
+ * provides the scratch (seen, counts) of the sampler. */
 void llm_sample_row_make(llm_sampler *s, const llm_sample_ctx *c,
     llm_sample_rows *b);
 

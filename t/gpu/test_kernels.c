@@ -880,7 +880,7 @@ ts_run(env *e, const float *lg, int n, int V, const llm_sample_rows *sr,
     int32_t            *dids = NULL;
     llm_token_logprob  *dlp = NULL;
     size_t              rb = sr ? sizeof(llm_sample_row) * sr->n_rows : 0;
-    size_t              mb = sr ? sizeof(llm_sample_mod) * sr->n_mods : 0;
+    size_t              mb = sr ? sizeof(llm_sample_mod) * sr->mods.n : 0;
     int                 ok, i, n_lp = 0;
 
     for (i = 0; sr && i < sr->n_rows; i++) {
@@ -900,7 +900,7 @@ ts_run(env *e, const float *lg, int n, int V, const llm_sample_rows *sr,
     if (ok && sr) {
         ok = cu_ok(cudaMemcpy(dsr, sr->rows, rb, cudaMemcpyHostToDevice),
                    "copy")
-             && (mb == 0 || cu_ok(cudaMemcpy(dsr + rb, sr->mods, mb,
+             && (mb == 0 || cu_ok(cudaMemcpy(dsr + rb, sr->mods.mods, mb,
                                              cudaMemcpyHostToDevice), "copy"));
     }
     if (ok && llm_cuk_sample((cudaStream_t) llm_cu_backend_stream(e->gpu),
@@ -1068,7 +1068,7 @@ test_sampling(env *e)
     }
     check(same && j == n, "sampling: penalties, logit_bias, min_tokens "
           "masks: %d greedy rows, ids and modified logits identical to the "
-          "host's (%d of %d rows, %d modifications)", n, j, n, sr.n_mods);
+          "host's (%d of %d rows, %d modifications)", n, j, n, sr.mods.n);
 
     /* without top-k/top-p both samplers walk the candidates in vocabulary
      * order: the same u gives the same token, and the request's generator
