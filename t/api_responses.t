@@ -471,4 +471,12 @@ like($b->error_log, qr/response "\Q$huge->{json}{id}\E" not stored: larger/,
      '... and the log says why');
 
 $b->done;
+
+my $z = NginxLLM->new(model => $model, http => 'llm_responses_store 0;');
+$z->start;
+$r = $z->post($resp, { input => 'x', max_output_tokens => 1 });
+is($r->{status}, 200, 'llm_responses_store 0: answered');
+is($z->get("$resp/$r->{json}{id}")->{status}, 404, '... and not kept');
+$z->done;
+
 done_testing();
