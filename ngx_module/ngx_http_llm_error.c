@@ -96,23 +96,63 @@ ngx_http_llm_error_json(ngx_http_llm_json_t *j, ngx_uint_t status,
 }
 
 
+static ngx_int_t ngx_http_llm_error_send(ngx_http_request_t *r,
+    ngx_uint_t status, const char *type, const char *param,
+    const char *allow, const char *fmt, va_list args);
+
+
 /*
  * Sends the error object as the whole response.  Returns what the caller
- * passes to ngx_http_finalize_request().
+ * passes to ngx_http_finalize_request().  A 405 lists the methods of the
+ * POST routes, or of the GET ones when a GET was refused.
  */
 
 ngx_int_t
 ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
     const char *type, const char *param, const char *fmt, ...)
 {
+    ngx_int_t    rc;
+    va_list      args;
+    const char  *allow;
+
+    allow = (r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD)) ? "POST" : "GET, HEAD";
+
+    va_start(args, fmt);
+    rc = ngx_http_llm_error_send(r, status, type, param, allow, fmt, args);
+    va_end(args);
+
+    return rc;
+}
+
+
+/* a 405 for a route whose methods are neither of the above */
+
+ngx_int_t
+ngx_http_llm_send_not_allowed(ngx_http_request_t *r, const char *allow,
+    const char *fmt, ...)
+{
+    ngx_int_t  rc;
+    va_list    args;
+
+    va_start(args, fmt);
+    rc = ngx_http_llm_error_send(r, NGX_HTTP_NOT_ALLOWED, NULL, NULL, allow,
+                                 fmt, args);
+    va_end(args);
+
+    return rc;
+}
+
+
+static ngx_int_t
+ngx_http_llm_error_send(ngx_http_request_t *r, ngx_uint_t status,
+    const char *type, const char *param, const char *allow, const char *fmt,
+    va_list args)
+{
     u_char               *p, msg[LLM_ERR_LEN];
-    va_list               args;
     ngx_uint_t            level;
     ngx_http_llm_json_t   j;
 
-    va_start(args, fmt);
     p = ngx_vslprintf(msg, msg + sizeof(msg), fmt, args);
-    va_end(args);
 
     /*
      * Client faults at info, server faults at error; a 503 is at info
@@ -145,13 +185,8 @@ ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
 
         h->hash = 1;
         ngx_str_set(&h->key, "Allow");
-
-        if (r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD)) {
-            ngx_str_set(&h->value, "POST");
-
-        } else {
-            ngx_str_set(&h->value, "GET, HEAD");
-        }
+        h->value.data = (u_char *) allow;
+        h->value.len = ngx_strlen(allow);
     }
 
     return ngx_http_llm_send_json(r, status, &j);

@@ -4,6 +4,8 @@
  * generation request.
  *
  *   handler        route on the URI's ending, check the method, read body
+ *                  (GET and DELETE .../responses/{id} answer at once from
+ *                  the store)
  *   body_handler   post the "prepare" task to llm_thread_pool: parse the
  *                  JSON, render the chat template, tokenize (slow work the
  *                  event loop must not do); r->main->blocked keeps the
@@ -73,6 +75,22 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
         }
 
         return ngx_http_llm_models_handler(r, route);
+    }
+
+    if (route == NGX_HTTP_LLM_ROUTE_RESPONSE) {
+        rc = ngx_http_discard_request_body(r);
+        if (rc != NGX_OK) {
+            return rc;
+        }
+
+        if (!(r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD|NGX_HTTP_DELETE))) {
+            return ngx_http_llm_send_not_allowed(r, "GET, HEAD, DELETE",
+                                                 "Method Not Allowed: use "
+                                                 "GET or DELETE for \"%V\"",
+                                                 &r->uri);
+        }
+
+        return ngx_http_llm_response_handler(r);
     }
 
     if (r->method != NGX_HTTP_POST) {
@@ -163,6 +181,18 @@ ngx_http_llm_route(ngx_http_request_t *r)
 
     if (p && p + 8 < last) {
         return NGX_HTTP_LLM_ROUTE_MODEL;
+    }
+
+    /*
+     * "/responses/{id}": the id is the last segment ("resp_..."); more
+     * segments (OpenAI's ".../cancel", ".../input_items") are not served
+     */
+    p = ngx_strlcasestrn(uri->data, last, (u_char *) "/responses/", 11 - 1);
+
+    if (p && p + 11 < last
+        && ngx_strlchr(p + 11, last, '/') == NULL)
+    {
+        return NGX_HTTP_LLM_ROUTE_RESPONSE;
     }
 
     return NGX_HTTP_LLM_ROUTE_NONE;

@@ -22,6 +22,8 @@ static char *ngx_http_llm_gpu_memory_utilization(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
 static char *ngx_http_llm_speculative(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_llm_responses_store(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 static char *ngx_http_llm_handler_set(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 
@@ -133,6 +135,13 @@ static ngx_command_t  ngx_http_llm_commands[] = {
     { ngx_string("llm_speculative"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
       ngx_http_llm_speculative,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("llm_responses_store"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE12,
+      ngx_http_llm_responses_store,
       NGX_HTTP_MAIN_CONF_OFFSET,
       0,
       NULL },
@@ -254,6 +263,8 @@ ngx_http_llm_create_main_conf(ngx_conf_t *cf)
     lmcf->kv_cache_size = NGX_CONF_UNSET;
     lmcf->enable_prefix_caching = NGX_CONF_UNSET;
     lmcf->log_stats = NGX_CONF_UNSET;
+    lmcf->store_entries = NGX_CONF_UNSET;
+    lmcf->store_size = NGX_CONF_UNSET_SIZE;
 
     return lmcf;
 }
@@ -274,6 +285,8 @@ ngx_http_llm_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_value(lmcf->kv_cache_size, 0);
     ngx_conf_init_value(lmcf->enable_prefix_caching, 1);
     ngx_conf_init_value(lmcf->log_stats, 1);
+    ngx_conf_init_value(lmcf->store_entries, 1024);
+    ngx_conf_init_size_value(lmcf->store_size, 64 * 1024 * 1024);
 
     if (lmcf->device.len == 0) {
         ngx_str_set(&lmcf->device, "auto");
@@ -611,6 +624,52 @@ ngx_http_llm_speculative(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
+/* llm_responses_store 1024 64m: the bounds of each worker's store */
+
+static char *
+ngx_http_llm_responses_store(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_llm_main_conf_t *lmcf = conf;
+
+    ssize_t     size;
+    ngx_int_t   n;
+    ngx_str_t  *value;
+
+    if (lmcf->store_entries != NGX_CONF_UNSET) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    n = ngx_atoi(value[1].data, value[1].len);
+
+    if (n == NGX_ERROR) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"llm_responses_store\": invalid number of "
+                           "responses \"%V\", must be an integer, 0 keeps "
+                           "none", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    lmcf->store_entries = n;
+
+    if (cf->args->nelts == 3) {
+        size = ngx_parse_size(&value[2]);
+
+        if (size == NGX_ERROR) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"llm_responses_store\": invalid size "
+                               "\"%V\", use bytes or k, m, g", &value[2]);
+            return NGX_CONF_ERROR;
+        }
+
+        lmcf->store_size = size;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
 /* llm_api, llm_health, llm_prometheus: the content handler of a location */
 
 static char *
@@ -669,6 +728,8 @@ ngx_http_llm_init_process(ngx_cycle_t *cycle)
     if (lmcf == NULL || !lmcf->used) {
         return NGX_OK;
     }
+
+    ngx_http_llm_store_init(lmcf->store_entries, lmcf->store_size);
 
     /*
      * A failure here would leave the master without workers ("exited with

@@ -24,7 +24,7 @@
  * vLLM's /metrics text from one snapshot of the engine's counters),
  * ngx_http_llm_tokenize.c (/tokenize and /detokenize: the thread pool
  * answers, no engine), ngx_http_llm_store.c (finished responses kept for
- * previous_response_id).
+ * previous_response_id and GET/DELETE .../responses/{id}).
  */
 
 
@@ -64,6 +64,7 @@ typedef enum {
     NGX_HTTP_LLM_ROUTE_CHAT,
     NGX_HTTP_LLM_ROUTE_COMPLETIONS,
     NGX_HTTP_LLM_ROUTE_RESPONSES,
+    NGX_HTTP_LLM_ROUTE_RESPONSE,       /* .../responses/{id} */
     NGX_HTTP_LLM_ROUTE_TOKENIZE,
     NGX_HTTP_LLM_ROUTE_DETOKENIZE,
     NGX_HTTP_LLM_ROUTE_MODELS,
@@ -98,6 +99,8 @@ typedef struct {
     double                      gpu_util;
     ngx_flag_t                  enable_prefix_caching;
     ngx_flag_t                  log_stats;
+    ngx_int_t                   store_entries;      /* llm_responses_store */
+    size_t                      store_size;
     ngx_int_t                   spec_tokens;
     ngx_int_t                   spec_lookup_min;
     ngx_int_t                   spec_lookup_max;
@@ -327,11 +330,17 @@ ngx_int_t ngx_http_llm_responses_chunk(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_json_t *j);
 ngx_int_t ngx_http_llm_responses_body(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_json_t *j);
+ngx_int_t ngx_http_llm_response_handler(ngx_http_request_t *r);
 
-/* ngx_http_llm_store.c: finished responses for previous_response_id */
+/* ngx_http_llm_store.c: finished responses for previous_response_id
+ * and GET/DELETE .../responses/{id} */
+void ngx_http_llm_store_init(ngx_uint_t entries, size_t bytes);
 ngx_int_t ngx_http_llm_store_put(ngx_str_t *id, const u_char *messages,
-    size_t len);
+    size_t messages_len, const u_char *response, size_t response_len);
 char *ngx_http_llm_store_get(const char *id, size_t *len);
+ngx_int_t ngx_http_llm_store_response(ngx_str_t *id, ngx_pool_t *pool,
+    ngx_str_t *out);
+ngx_int_t ngx_http_llm_store_delete(ngx_str_t *id);
 
 /* ngx_http_llm_tokenize.c */
 void ngx_http_llm_tokenize_parse(ngx_http_llm_job_t *job, yajl_val root);
@@ -396,6 +405,8 @@ void ngx_http_llm_writer(ngx_http_request_t *r);
 /* ngx_http_llm_error.c */
 ngx_int_t ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
     const char *type, const char *param, const char *fmt, ...);
+ngx_int_t ngx_http_llm_send_not_allowed(ngx_http_request_t *r,
+    const char *allow, const char *fmt, ...);
 ngx_int_t ngx_http_llm_error_json(ngx_http_llm_json_t *j, ngx_uint_t status,
     const char *type, const char *param, const u_char *msg, size_t len);
 const char *ngx_http_llm_error_type(ngx_uint_t status);

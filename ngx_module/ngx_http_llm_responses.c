@@ -40,7 +40,8 @@ static void ngx_http_llm_responses_part(ngx_http_llm_json_t *j,
     ngx_http_llm_ctx_t *ctx, ngx_uint_t empty, ngx_uint_t logprobs);
 static void ngx_http_llm_responses_echoed(ngx_http_llm_json_t *j,
     ngx_http_llm_ctx_t *ctx, ngx_uint_t which, const char *dflt);
-static void ngx_http_llm_responses_store(ngx_http_llm_ctx_t *ctx);
+static void ngx_http_llm_responses_store(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_json_t *j, size_t start);
 
 
 ngx_int_t
@@ -78,6 +79,7 @@ ngx_http_llm_responses_start(ngx_http_llm_ctx_t *ctx)
 ngx_int_t
 ngx_http_llm_responses_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
 {
+    size_t               start;
     ngx_uint_t           lp;
     ngx_http_llm_seq_t  *seq;
 
@@ -184,12 +186,16 @@ ngx_http_llm_responses_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
 
     ngx_http_llm_responses_event(j, ctx, "response.completed");
     ngx_http_llm_json_lit(j, "{\"response\":");
+
+    /* an offset: j may move as it grows */
+    start = j->pos - j->start;
     ngx_http_llm_responses_object(j, ctx, 1);
-    ngx_http_llm_responses_event_end(j, ctx, "response.completed");
 
     if (ctx->finish != LLM_FINISH_ABORT) {
-        ngx_http_llm_responses_store(ctx);
+        ngx_http_llm_responses_store(ctx, j, start);
     }
+
+    ngx_http_llm_responses_event_end(j, ctx, "response.completed");
 
     return j->failed ? NGX_ERROR : NGX_OK;
 }
@@ -199,7 +205,7 @@ ngx_int_t
 ngx_http_llm_responses_body(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
 {
     ngx_http_llm_responses_object(j, ctx, 1);
-    ngx_http_llm_responses_store(ctx);
+    ngx_http_llm_responses_store(ctx, j, 0);
 
     return j->failed ? NGX_ERROR : NGX_OK;
 }
@@ -458,14 +464,17 @@ ngx_http_llm_responses_echoed(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
 
 /*
  * A finished response with "store" (the default) is kept for
- * previous_response_id: the conversation and the answer (without text,
- * no assistant message, as vLLM adds none).
+ * previous_response_id and GET .../responses/{id}: the conversation and
+ * the answer (without text, no assistant message, as vLLM adds none), and
+ * the response object just rendered in j from offset start on.
  */
 
 static void
-ngx_http_llm_responses_store(ngx_http_llm_ctx_t *ctx)
+ngx_http_llm_responses_store(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j,
+    size_t start)
 {
-    ngx_http_llm_json_t        j;
+    ngx_int_t                  rc;
+    ngx_http_llm_json_t        m;
     ngx_http_llm_seq_t        *seq;
     ngx_http_llm_responses_t  *resp;
 
@@ -474,35 +483,122 @@ ngx_http_llm_responses_store(ngx_http_llm_ctx_t *ctx)
 
     if (!resp->store
         || (ctx->finish != LLM_FINISH_STOP
-            && ctx->finish != LLM_FINISH_LENGTH))
+            && ctx->finish != LLM_FINISH_LENGTH)
+        || j->failed)
     {
         return;
     }
 
-    ngx_http_llm_json_init(&j, ctx->request->pool,
+    ngx_http_llm_json_init(&m, ctx->request->pool,
                            resp->history_len + seq->text_len * 2 + 64);
 
-    ngx_http_llm_json_lit(&j, "[");
-    ngx_http_llm_json_raw(&j, resp->history, resp->history_len);
+    ngx_http_llm_json_lit(&m, "[");
+    ngx_http_llm_json_raw(&m, resp->history, resp->history_len);
 
     if (seq->text_len) {
         if (resp->history_len) {
-            ngx_http_llm_json_lit(&j, ",");
+            ngx_http_llm_json_lit(&m, ",");
         }
 
-        ngx_http_llm_json_lit(&j, "{\"role\":\"assistant\",\"content\":");
-        ngx_http_llm_json_str(&j, seq->text, seq->text_len);
-        ngx_http_llm_json_lit(&j, "}");
+        ngx_http_llm_json_lit(&m, "{\"role\":\"assistant\",\"content\":");
+        ngx_http_llm_json_str(&m, seq->text, seq->text_len);
+        ngx_http_llm_json_lit(&m, "}");
     }
 
-    ngx_http_llm_json_lit(&j, "]");
+    ngx_http_llm_json_lit(&m, "]");
 
-    if (j.failed
-        || ngx_http_llm_store_put(&ctx->id, j.start, j.pos - j.start)
-           == NGX_ERROR)
-    {
+    if (m.failed) {
+        rc = NGX_ERROR;
+
+    } else {
+        rc = ngx_http_llm_store_put(&ctx->id, m.start, m.pos - m.start,
+                                    j->start + start,
+                                    j->pos - j->start - start);
+    }
+
+    if (rc == NGX_ERROR) {
         ngx_log_error(NGX_LOG_ERR, ctx->request->connection->log, 0,
                       "llm: out of memory storing response \"%V\"",
                       &ctx->id);
+
+    } else if (rc == NGX_DECLINED) {
+        ngx_log_error(NGX_LOG_WARN, ctx->request->connection->log, 0,
+                      "llm: response \"%V\" not stored: larger than "
+                      "llm_responses_store's size", &ctx->id);
     }
+}
+
+
+/*
+ * GET .../responses/{id}: the stored response object, the bytes that were
+ * sent; DELETE: it leaves the store, answered as OpenAI answers.  An id
+ * that is not in this worker's store (never stored, store false, evicted,
+ * deleted, or still generating) is a 404 naming it, as in vLLM.  Retrieving
+ * as a stream (?stream=true, OpenAI's replay of the events) is refused.
+ */
+
+ngx_int_t
+ngx_http_llm_response_handler(ngx_http_request_t *r)
+{
+    u_char               *p, *last;
+    ngx_int_t             rc;
+    ngx_str_t             id, body, value;
+    ngx_http_llm_json_t   j;
+
+    last = r->uri.data + r->uri.len;
+
+    for (p = last; p > r->uri.data && p[-1] != '/'; p--) {
+        /* void */
+    }
+
+    id.data = p;
+    id.len = last - p;
+
+    if (r->method == NGX_HTTP_DELETE) {
+        if (ngx_http_llm_store_delete(&id) != NGX_OK) {
+            goto not_found;
+        }
+
+        ngx_http_llm_json_init(&j, r->pool, 128);
+        ngx_http_llm_json_lit(&j, "{\"id\":");
+        ngx_http_llm_json_str(&j, id.data, id.len);
+        ngx_http_llm_json_lit(&j, ",\"object\":\"response\","
+                              "\"deleted\":true}");
+
+        return ngx_http_llm_send_json(r, NGX_HTTP_OK, &j);
+    }
+
+    if (ngx_http_arg(r, (u_char *) "stream", 6, &value) == NGX_OK
+        && value.len == 4 && ngx_strncasecmp(value.data, (u_char *) "true", 4)
+                             == 0)
+    {
+        return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST, NULL,
+                                       "stream", "streaming a stored "
+                                       "response is not supported: "
+                                       "retrieve it without stream=true");
+    }
+
+    rc = ngx_http_llm_store_response(&id, r->pool, &body);
+
+    if (rc == NGX_ERROR) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (rc == NGX_DECLINED) {
+        goto not_found;
+    }
+
+    j.start = body.data;
+    j.pos = body.data + body.len;
+    j.end = j.pos;
+    j.pool = r->pool;
+    j.failed = 0;
+
+    return ngx_http_llm_send_json(r, NGX_HTTP_OK, &j);
+
+not_found:
+
+    return ngx_http_llm_send_error(r, NGX_HTTP_NOT_FOUND, NULL,
+                                   "response_id", "Response with id '%V' "
+                                   "not found.", &id);
 }

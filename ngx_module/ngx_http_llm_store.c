@@ -1,25 +1,30 @@
 
 /*
- * ngx_http_llm_store.c -- finished /responses kept in memory so that a
- * later request can continue them with "previous_response_id".
+ * ngx_http_llm_store.c -- finished /responses kept in memory: for a later
+ * request that continues one with "previous_response_id", and for GET and
+ * DELETE .../responses/{id}.
  *
- * What is kept is the conversation, not the response object: the messages
- * the model saw (without the system message made of "instructions", which
- * does not carry over, as in OpenAI's API and vLLM) followed by the
- * assistant's answer, as the text of a JSON array.  A continuation parses
- * it and appends its own input.
+ * An entry keeps two texts.  The conversation: the messages the model saw
+ * (without the system message made of "instructions", which does not
+ * carry over, as in OpenAI's API and vLLM) followed by the assistant's
+ * answer, as the text of a JSON array; a continuation parses it and
+ * appends its own input.  And the response object as it was sent: the
+ * body of a plain request, or the "response" of a stream's
+ * response.completed event, byte for byte (metrics included), which GET
+ * answers again.
  *
  * The store belongs to the worker process (each worker has its own
- * engine, and its own store): with several workers a continuation must
- * reach the worker that answered, or it is answered 404 as an unknown id.
- * It is bounded: at most NGX_HTTP_LLM_STORE_ENTRIES responses and
- * NGX_HTTP_LLM_STORE_BYTES bytes; the oldest go first.  vLLM's own store
- * (VLLM_ENABLE_RESPONSES_API_STORE) is unbounded and off by default.
+ * engine, and its own store): with several workers a continuation, a GET
+ * or a DELETE must reach the worker that answered, or it is answered 404
+ * as an unknown id.  It is bounded (llm_responses_store, by default 1024
+ * responses and 64 MB of both texts together); the oldest go first.  vLLM's own store (VLLM_ENABLE_RESPONSES_API_STORE)
+ * is unbounded and off by default.
  *
- * Entries are written on the event loop when a response finishes and read
- * by the thread-pool task that parses a request, so a mutex guards the
- * list; readers get a malloc()ed copy.  Both hold it for a copy or a
- * short scan, never across a syscall.
+ * Entries are written and deleted on the event loop, read by the
+ * thread-pool task that parses a request (the conversation) and by the
+ * event loop (the response object), so a mutex guards the list; readers
+ * get a copy.  Every holder keeps it for a copy or a short scan of the
+ * ids, never across a syscall.
  */
 
 
@@ -28,17 +33,14 @@
 #include <pthread.h>
 
 
-#define NGX_HTTP_LLM_STORE_ENTRIES  1024
-#define NGX_HTTP_LLM_STORE_BYTES    (64 * 1024 * 1024)
-
-
 typedef struct ngx_http_llm_stored_s  ngx_http_llm_stored_t;
 
 struct ngx_http_llm_stored_s {
     ngx_http_llm_stored_t      *next;          /* newer */
-    size_t                      len;
+    size_t                      messages_len;
+    size_t                      response_len;
     char                        id[48];
-    u_char                      messages[1];   /* len bytes follow */
+    u_char                      data[1];       /* messages, then response */
 };
 
 
@@ -48,23 +50,52 @@ typedef struct {
     ngx_http_llm_stored_t      *newest;
     ngx_uint_t                  entries;
     size_t                      bytes;
+    ngx_uint_t                  max_entries;
+    size_t                      max_bytes;
 } ngx_http_llm_store_t;
 
 
+static ngx_http_llm_stored_t *ngx_http_llm_store_find(
+    ngx_http_llm_store_t *st, const u_char *id, size_t len);
+static void ngx_http_llm_store_unlink(ngx_http_llm_store_t *st,
+    ngx_http_llm_stored_t *e);
+
+
 static ngx_http_llm_store_t  ngx_http_llm_store = {
-    PTHREAD_MUTEX_INITIALIZER, NULL, NULL, 0, 0
+    PTHREAD_MUTEX_INITIALIZER, NULL, NULL, 0, 0, 0, 0
 };
 
 
-/* the event loop: keeps a copy; NGX_DECLINED when it is too large */
+/* the worker's start, before any request: the bounds */
+
+void
+ngx_http_llm_store_init(ngx_uint_t entries, size_t bytes)
+{
+    ngx_http_llm_store.max_entries = entries;
+    ngx_http_llm_store.max_bytes = bytes;
+}
+
+
+/*
+ * The event loop: keeps a copy of both.  NGX_DECLINED when they are larger
+ * than the whole store; a store of no entries or no bytes keeps nothing.
+ */
 
 ngx_int_t
-ngx_http_llm_store_put(ngx_str_t *id, const u_char *messages, size_t len)
+ngx_http_llm_store_put(ngx_str_t *id, const u_char *messages,
+    size_t messages_len, const u_char *response, size_t response_len)
 {
+    size_t                  len;
     ngx_http_llm_store_t   *st = &ngx_http_llm_store;
-    ngx_http_llm_stored_t  *e, *old;
+    ngx_http_llm_stored_t  *e;
 
-    if (len > NGX_HTTP_LLM_STORE_BYTES || id->len >= sizeof(e->id)) {
+    if (st->max_entries == 0 || st->max_bytes == 0) {
+        return NGX_OK;
+    }
+
+    len = messages_len + response_len;
+
+    if (len > st->max_bytes || id->len >= sizeof(e->id)) {
         return NGX_DECLINED;
     }
 
@@ -74,10 +105,12 @@ ngx_http_llm_store_put(ngx_str_t *id, const u_char *messages, size_t len)
     }
 
     e->next = NULL;
-    e->len = len;
+    e->messages_len = messages_len;
+    e->response_len = response_len;
     ngx_memcpy(e->id, id->data, id->len);
     e->id[id->len] = '\0';
-    ngx_memcpy(e->messages, messages, len);
+    ngx_memcpy(e->data, messages, messages_len);
+    ngx_memcpy(e->data + messages_len, response, response_len);
 
     pthread_mutex_lock(&st->lock);
 
@@ -92,19 +125,9 @@ ngx_http_llm_store_put(ngx_str_t *id, const u_char *messages, size_t len)
     st->entries++;
     st->bytes += len;
 
-    while (st->entries > NGX_HTTP_LLM_STORE_ENTRIES
-           || st->bytes > NGX_HTTP_LLM_STORE_BYTES)
+    while (st->entries > st->max_entries || st->bytes > st->max_bytes)
     {
-        old = st->oldest;
-        st->oldest = old->next;
-
-        if (st->oldest == NULL) {
-            st->newest = NULL;
-        }
-
-        st->entries--;
-        st->bytes -= old->len;
-        free(old);
+        ngx_http_llm_store_unlink(st, st->oldest);
     }
 
     pthread_mutex_unlock(&st->lock);
@@ -113,7 +136,7 @@ ngx_http_llm_store_put(ngx_str_t *id, const u_char *messages, size_t len)
 }
 
 
-/* the thread pool: a malloc()ed, NUL-terminated copy, or NULL */
+/* the thread pool: the conversation, a malloc()ed NUL-terminated copy */
 
 char *
 ngx_http_llm_store_get(const char *id, size_t *len)
@@ -126,23 +149,131 @@ ngx_http_llm_store_get(const char *id, size_t *len)
 
     pthread_mutex_lock(&st->lock);
 
-    for (e = st->oldest; e; e = e->next) {
-        if (ngx_strcmp(e->id, id) != 0) {
-            continue;
-        }
+    e = ngx_http_llm_store_find(st, (const u_char *) id, ngx_strlen(id));
 
-        copy = malloc(e->len + 1);
+    if (e) {
+        copy = malloc(e->messages_len + 1);
 
         if (copy) {
-            ngx_memcpy(copy, e->messages, e->len);
-            copy[e->len] = '\0';
-            *len = e->len;
+            ngx_memcpy(copy, e->data, e->messages_len);
+            copy[e->messages_len] = '\0';
+            *len = e->messages_len;
         }
-
-        break;
     }
 
     pthread_mutex_unlock(&st->lock);
 
     return copy;
+}
+
+
+/*
+ * The event loop: the response object copied into the pool.  NGX_DECLINED
+ * for an unknown id, NGX_ERROR when the copy cannot be allocated.
+ */
+
+ngx_int_t
+ngx_http_llm_store_response(ngx_str_t *id, ngx_pool_t *pool, ngx_str_t *out)
+{
+    ngx_int_t               rc;
+    ngx_http_llm_store_t   *st = &ngx_http_llm_store;
+    ngx_http_llm_stored_t  *e;
+
+    rc = NGX_DECLINED;
+
+    pthread_mutex_lock(&st->lock);
+
+    e = ngx_http_llm_store_find(st, id->data, id->len);
+
+    if (e) {
+        out->data = ngx_pnalloc(pool, e->response_len);
+
+        if (out->data) {
+            ngx_memcpy(out->data, e->data + e->messages_len,
+                       e->response_len);
+            out->len = e->response_len;
+            rc = NGX_OK;
+
+        } else {
+            rc = NGX_ERROR;
+        }
+    }
+
+    pthread_mutex_unlock(&st->lock);
+
+    return rc;
+}
+
+
+/* the event loop: NGX_OK when the id was there, NGX_DECLINED if not */
+
+ngx_int_t
+ngx_http_llm_store_delete(ngx_str_t *id)
+{
+    ngx_http_llm_store_t   *st = &ngx_http_llm_store;
+    ngx_http_llm_stored_t  *e;
+
+    pthread_mutex_lock(&st->lock);
+
+    e = ngx_http_llm_store_find(st, id->data, id->len);
+
+    if (e) {
+        ngx_http_llm_store_unlink(st, e);
+    }
+
+    pthread_mutex_unlock(&st->lock);
+
+    return e ? NGX_OK : NGX_DECLINED;
+}
+
+
+/* with the lock held */
+
+static ngx_http_llm_stored_t *
+ngx_http_llm_store_find(ngx_http_llm_store_t *st, const u_char *id,
+    size_t len)
+{
+    ngx_http_llm_stored_t  *e;
+
+    if (len >= sizeof(e->id)) {
+        return NULL;
+    }
+
+    for (e = st->oldest; e; e = e->next) {
+        if (ngx_strncmp(e->id, id, len) == 0 && e->id[len] == '\0') {
+            return e;
+        }
+    }
+
+    return NULL;
+}
+
+
+/* with the lock held: e leaves the list and is freed (the list is short
+ * and singly linked: finding its predecessor is a scan like the lookup) */
+
+static void
+ngx_http_llm_store_unlink(ngx_http_llm_store_t *st, ngx_http_llm_stored_t *e)
+{
+    ngx_http_llm_stored_t  *prev;
+
+    if (st->oldest == e) {
+        prev = NULL;
+        st->oldest = e->next;
+
+    } else {
+        for (prev = st->oldest; prev->next != e; prev = prev->next) {
+            /* void */
+        }
+
+        prev->next = e->next;
+    }
+
+    if (st->newest == e) {
+        st->newest = prev;
+    }
+
+    st->entries--;
+    st->bytes -= e->messages_len + e->response_len;
+    free(e);
 }

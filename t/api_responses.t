@@ -1,12 +1,15 @@
 #!/usr/bin/perl
 # POST /v1/responses: the official `openai` client (responses.create, plain
 # and streamed, the responses.stream() helper, previous_response_id, an
-# unknown id), the response object in vLLM's key order, status
+# unknown id, responses.retrieve and responses.delete), the response
+# object in vLLM's key order, status
 # "incomplete" at max_output_tokens, usage, the event sequence with
 # event:/data: framing and sequence numbers 0, 1, 2 ..., metrics at the top
 # level and only in response.completed when streaming, input items,
-# instructions, tools, logprobs, the store for previous_response_id, and
-# the validation errors.
+# instructions, tools, logprobs, the store for previous_response_id and
+# for GET and DELETE /v1/responses/{id} (the same bytes again, store false,
+# unknown and deleted ids, 405, eviction by llm_responses_store's bounds),
+# and the validation errors.
 
 use strict;
 use warnings;
@@ -100,6 +103,29 @@ is($e->{name}, 'NotFoundError', 'the client raises NotFoundError');
 is($e->{param}, 'previous_response_id', 'error.param');
 like($e->{message} // '', qr/Response with id 'resp_nope' not found\./,
      'error.message');
+
+# responses.retrieve: the object create returned (the SDK adds output_text
+# to both); the streamed one as response.completed carried it
+is_deeply($o->{retrieved}, $p, 'retrieve: the plain response, metrics too');
+my %completed = %{ $s->{completed} };
+my %again = %{ $o->{retrieved_stream} // {} };
+delete $again{output_text};
+is_deeply(\%again, \%completed, 'retrieve: the streamed response.completed');
+is_deeply($o->{deleted}, { id => $n->{id}, object => 'response',
+                           deleted => JSON::PP::true },
+          'delete: {id, object: "response", deleted: true}');
+my $ad = $o->{after_delete} // {};
+for my $call (qw(retrieve delete)) {
+    is($ad->{$call}{status}, 404, "$call after delete: 404");
+    is($ad->{$call}{name}, 'NotFoundError', "$call: the client's NotFoundError");
+    is($ad->{$call}{param}, 'response_id', "$call: error.param response_id");
+    like($ad->{$call}{message} // '', qr/Response with id '\Q$n->{id}\E' not/,
+         "$call: the message names the id");
+}
+is($ad->{previous}{status}, 404, 'previous_response_id of a deleted id: 404');
+is($ad->{previous}{param}, 'previous_response_id',
+   'previous_response_id of a deleted id: refused as an unknown one');
+is($o->{retrieve_unknown}{status}, 404, 'retrieve of an unknown id: 404');
 
 # --- the body: vLLM's key order, nulls included ---
 
@@ -281,6 +307,66 @@ my $ns = $t->post($resp, { %greedy, input => 'x', store => \0 });
 $r = $t->post($resp, { input => 'y', previous_response_id => $ns->{json}{id} });
 is($r->{status}, 404, 'store: false: not kept');
 
+# --- GET and DELETE /v1/responses/{id} ---
+
+$r = $t->get("$resp/$r1->{json}{id}");
+is($r->{status}, 200, 'GET: 200');
+is($r->{headers}{'content-type'}, 'application/json', 'GET: application/json');
+is($r->{content}, $r1->{content}, 'GET: the bytes of the body, metrics too');
+$r = $t->get("$resp/$r3->{json}{id}");
+is($r->{content}, $r3->{content}, 'GET: a continuation as it was sent');
+my ($obj) = (split /\n\n/, $st->{content})[-1]
+    =~ /^event:[ ]response\.completed\ndata:[ ]\{"response":(\{.*\}),
+        "sequence_number":\d+,"type":"response\.completed"\}\z/sx;
+$r = $t->get("$resp/$sid");
+ok(defined $obj && $obj =~ /"metrics":\{/, 'the stream\'s completed response');
+is($r->{content}, $obj, 'GET of a stream: the bytes of response.completed');
+$r = $t->request('HEAD', "$resp/$sid");
+is($r->{status}, 200, 'HEAD: 200');
+is($r->{headers}{'content-length'}, length $obj, 'HEAD: its length');
+$r = $t->get("$resp/$ns->{json}{id}");
+is($r->{status}, 404, 'GET: store false: 404');
+is_deeply($r->{json}, { error => { message => "Response with id "
+    . "'$ns->{json}{id}' not found.", type => 'NotFoundError',
+    param => 'response_id', code => 404 } },
+    'GET: the error object names the id');
+$r = $t->get("$resp/resp_0123");
+is($r->{status}, 404, 'GET: an unknown id: 404');
+$r = $t->get("$resp/$r1->{json}{id}?stream=true");
+is($r->{status}, 400, 'GET ?stream=true: 400');
+is($r->{json}{error}{param}, 'stream', 'GET ?stream=true: param stream');
+$r = $t->post("$resp/$r1->{json}{id}", { input => 'x' });
+is($r->{status}, 405, 'POST to a stored response: 405');
+is($r->{headers}{allow}, 'GET, HEAD, DELETE', 'Allow: GET, HEAD, DELETE');
+$r = $t->request('PUT', "$resp/$r1->{json}{id}", {});
+is($r->{status}, 405, 'PUT: 405');
+$r = $t->post($resp, { %greedy, input => 'x' });
+is($r->{status}, 200, 'POST /v1/responses itself is still POST');
+$r = $t->get($resp);
+is($r->{headers}{allow}, 'POST', 'GET /v1/responses: 405, Allow: POST');
+$r = $t->post("$resp/$r1->{json}{id}/cancel", {});
+is($r->{status}, 404, '.../{id}/cancel: no such endpoint');
+like($r->{json}{error}{message} // '', qr/no API endpoint/,
+     '.../{id}/cancel: the 404 of unknown paths');
+
+$r = $t->request('DELETE', "$resp/$r2->{json}{id}");
+is($r->{status}, 200, 'DELETE: 200');
+is($r->{content}, qq({"id":"$r2->{json}{id}","object":"response",)
+                  . '"deleted":true}', 'DELETE: the deletion object');
+is($t->get("$resp/$r2->{json}{id}")->{status}, 404, 'GET after DELETE: 404');
+$r = $t->request('DELETE', "$resp/$r2->{json}{id}");
+is($r->{status}, 404, 'DELETE again: 404');
+is($r->{json}{error}{param}, 'response_id', 'DELETE again: param');
+$r = $t->post($resp, { input => 'y', previous_response_id => $r2->{json}{id} });
+is($r->{status}, 404, 'previous_response_id of a deleted id: 404');
+like($r->{json}{error}{message} // '', qr/^Response with id '\Q$r2->{json}{id}\E'/,
+     'previous_response_id of a deleted id: the unknown id\'s message');
+$r = $t->post($resp, { %greedy, input => 'y', max_output_tokens => 1,
+                       previous_response_id => $r3->{json}{id} });
+is($r->{status}, 200, 'a response after the deleted one still continues');
+is($t->get("$resp/$r1->{json}{id}")->{content}, $r1->{content},
+   'the others stay');
+
 # --- the access log bills it ---
 
 my $line = $t->wait_log_line(qr{^/v1/responses 200 .*completion=1 });
@@ -346,4 +432,53 @@ bad('an unknown model', { input => 'x', model => 'gpt-4' }, 404, 'model',
     qr/The model `gpt-4` does not exist/);
 
 $t->done;
+
+# --- llm_responses_store: the bounds ---
+
+my $b = NginxLLM->new(model => $model, http => 'llm_responses_store 3 8000;');
+
+# nginx -t, not under AddressSanitizer (nginx -t runs without it)
+for (NginxLLM::asan() ? () : ([ 'x', qr/invalid number of responses "x"/ ],
+                              [ '-1', qr/invalid number of responses "-1"/ ],
+                              [ '3 lots', qr/invalid size "lots"/ ]))
+{
+    my ($rc, $out) = $b->test_config(http => "llm_responses_store $_->[0];");
+    isnt($rc, 0, "llm_responses_store $_->[0]: nginx -t fails");
+    like($out, qr/\[emerg\] "llm_responses_store": .*$_->[1]/,
+         "llm_responses_store $_->[0]: the [emerg] names it");
+}
+
+$b->start;
+
+my @ids = map { $b->post($resp, { input => "n$_", max_output_tokens => 1 })
+                  ->{json}{id} } 1 .. 4;
+is_deeply([ map { $b->get("$resp/$_")->{status} } @ids ], [ 404, 200, 200, 200 ],
+          'entries: the 4th of 3 drops the oldest');
+is($b->post($resp, { input => 'x', previous_response_id => $ids[0] })->{status},
+   404, 'an evicted id cannot be continued');
+
+# one response of about 7.4 kB: with it the bytes keep only itself
+my $big = $b->post($resp, { input => 'big', max_output_tokens => 1,
+                            metadata => { k => 'x' x 6300 } });
+is($b->get("$resp/$big->{json}{id}")->{content}, $big->{content},
+   'bytes: a large response is kept');
+is_deeply([ map { $b->get("$resp/$_")->{status} } @ids[2, 3] ], [ 404, 404 ],
+          'bytes: the older ones go to make room, though 3 entries would fit');
+my $huge = $b->post($resp, { input => 'huge', max_output_tokens => 1,
+                             metadata => { k => 'x' x 9000 } });
+is($huge->{status}, 200, 'a response larger than the store is answered');
+is($b->get("$resp/$huge->{json}{id}")->{status}, 404, '... but not kept');
+is($b->get("$resp/$big->{json}{id}")->{status}, 200, '... nor evicts any');
+like($b->error_log, qr/response "\Q$huge->{json}{id}\E" not stored: larger/,
+     '... and the log says why');
+
+$b->done;
+
+my $z = NginxLLM->new(model => $model, http => 'llm_responses_store 0;');
+$z->start;
+$r = $z->post($resp, { input => 'x', max_output_tokens => 1 });
+is($r->{status}, 200, 'llm_responses_store 0: answered');
+is($z->get("$resp/$r->{json}{id}")->{status}, 404, '... and not kept');
+$z->done;
+
 done_testing();

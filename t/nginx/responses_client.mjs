@@ -1,8 +1,10 @@
 // Drives POST /v1/responses with the official OpenAI client (npm `openai`),
 // unmodified: responses.create (plain and streamed), the responses.stream()
-// helper's final response, a continuation by previous_response_id, and an
-// unknown previous_response_id.  Prints one JSON object with what the
-// client returned; t/api_responses.t checks it.
+// helper's final response, a continuation by previous_response_id, an
+// unknown previous_response_id, responses.retrieve of a plain and of a
+// streamed response, and responses.delete (then retrieve, delete and
+// previous_response_id of the deleted id).  Prints one JSON object with
+// what the client returned; t/api_responses.t checks it.
 // usage: node t/nginx/responses_client.mjs BASE_URL MODEL
 import { createRequire } from 'module';
 import path from 'path';
@@ -45,13 +47,30 @@ out.next = await client.responses.create({
     model, input: 'And then?', previous_response_id: out.plain.id,
     max_output_tokens: 3, temperature: 0 });
 
-try {
-    await client.responses.create({ model, input: 'x',
-                                    previous_response_id: 'resp_nope' });
-    out.error = null;
-} catch (e) {
-    out.error = { status: e.status, type: e.type, param: e.param,
-                  message: e.message, name: e.constructor.name };
+// the client's error, as the test wants to see it
+async function failure(call) {
+    try {
+        await call();
+        return null;
+    } catch (e) {
+        return { status: e.status, type: e.type, param: e.param,
+                 message: e.message, name: e.constructor.name };
+    }
 }
+
+out.error = await failure(() => client.responses.create({
+    model, input: 'x', previous_response_id: 'resp_nope' }));
+
+out.retrieved = await client.responses.retrieve(out.plain.id);
+out.retrieved_stream = await client.responses.retrieve(out.stream.completed.id);
+out.deleted = await client.responses.delete(out.next.id) ?? null;
+out.after_delete = {
+    retrieve: await failure(() => client.responses.retrieve(out.next.id)),
+    delete: await failure(() => client.responses.delete(out.next.id)),
+    previous: await failure(() => client.responses.create({
+        model, input: 'x', previous_response_id: out.next.id })),
+};
+out.retrieve_unknown = await failure(
+    () => client.responses.retrieve('resp_nope'));
 
 process.stdout.write(JSON.stringify(out) + '\n');
