@@ -17,8 +17,9 @@
  * engine, and its own store): with several workers a continuation, a GET
  * or a DELETE must reach the worker that answered, or it is answered 404
  * as an unknown id.  It is bounded (llm_responses_store, by default 1024
- * responses and 64 MB of both texts together); the oldest go first.  vLLM's own store (VLLM_ENABLE_RESPONSES_API_STORE)
- * is unbounded and off by default.
+ * responses and 64 MB of both texts together); the oldest go first.
+ * vLLM's own store (VLLM_ENABLE_RESPONSES_API_STORE) is unbounded and off
+ * by default.
  *
  * Entries are written and deleted on the event loop, read by the
  * thread-pool task that parses a request (the conversation) and by the
