@@ -53,17 +53,6 @@ ngx_http_llm_chat_parse(ngx_http_llm_job_t *job, yajl_val root)
         return;
     }
 
-    v = ngx_http_llm_json_get(root, "chat_template");
-
-    if (v && !YAJL_IS_NULL(v)) {
-        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "chat_template",
-                               "Chat template is passed with request, but "
-                               "this server does not trust request chat "
-                               "templates. Refused request with untrusted "
-                               "chat template.");
-        return;
-    }
-
     v = ngx_http_llm_json_get(root, "echo");
 
     if (YAJL_IS_TRUE(v)) {
@@ -73,13 +62,44 @@ ngx_http_llm_chat_parse(ngx_http_llm_job_t *job, yajl_val root)
         return;
     }
 
-    tools = ngx_http_llm_json_get(root, "tools");
-
-    if (tools && YAJL_IS_NULL(tools)) {
-        tools = NULL;
+    if (ngx_http_llm_chat_options(job, root, &tools) != NGX_OK) {
+        return;
     }
 
     (void) ngx_http_llm_chat_prompt(job, root, messages, tools);
+}
+
+
+/*
+ * What a chat request and /tokenize's messages share besides messages: a
+ * "chat_template" is refused (only the model's own is trusted, as vLLM
+ * does by default), and "tools" null means none.
+ */
+
+ngx_int_t
+ngx_http_llm_chat_options(ngx_http_llm_job_t *job, yajl_val root,
+    yajl_val *tools)
+{
+    yajl_val  v;
+
+    v = ngx_http_llm_json_get(root, "chat_template");
+
+    if (v && !YAJL_IS_NULL(v)) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "chat_template",
+                               "Chat template is passed with request, but "
+                               "this server does not trust request chat "
+                               "templates. Refused request with untrusted "
+                               "chat template.");
+        return NGX_ERROR;
+    }
+
+    *tools = ngx_http_llm_json_get(root, "tools");
+
+    if (*tools && YAJL_IS_NULL(*tools)) {
+        *tools = NULL;
+    }
+
+    return NGX_OK;
 }
 
 

@@ -306,6 +306,8 @@ ngx_int_t ngx_http_llm_random_id(ngx_pool_t *pool, ngx_str_t *id,
 
 /* ngx_http_llm_chat.c */
 void ngx_http_llm_chat_parse(ngx_http_llm_job_t *job, yajl_val root);
+ngx_int_t ngx_http_llm_chat_options(ngx_http_llm_job_t *job, yajl_val root,
+    yajl_val *tools);
 ngx_int_t ngx_http_llm_chat_prompt(ngx_http_llm_job_t *job, yajl_val root,
     yajl_val messages, yajl_val tools);
 ngx_int_t ngx_http_llm_chat_chunk(ngx_http_llm_ctx_t *ctx,

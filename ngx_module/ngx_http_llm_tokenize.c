@@ -38,7 +38,7 @@ ngx_http_llm_tokenize_parse(ngx_http_llm_job_t *job, yajl_val root)
 {
     ngx_int_t   rc;
     ngx_uint_t  flag;
-    yajl_val    messages, prompt, tools, v;
+    yajl_val    messages, prompt, tools;
 
     if (ngx_http_llm_job_request(job, root) != NGX_OK) {
         return;
@@ -74,21 +74,8 @@ ngx_http_llm_tokenize_parse(ngx_http_llm_job_t *job, yajl_val root)
         return;
     }
 
-    v = ngx_http_llm_json_get(root, "chat_template");
-
-    if (v && !YAJL_IS_NULL(v)) {
-        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "chat_template",
-                               "Chat template is passed with request, but "
-                               "this server does not trust request chat "
-                               "templates. Refused request with untrusted "
-                               "chat template.");
+    if (ngx_http_llm_chat_options(job, root, &tools) != NGX_OK) {
         return;
-    }
-
-    tools = ngx_http_llm_json_get(root, "tools");
-
-    if (tools && YAJL_IS_NULL(tools)) {
-        tools = NULL;
     }
 
     (void) ngx_http_llm_chat_prompt(job, root, messages, tools);
