@@ -9,8 +9,15 @@
 #include "ngx_http_llm_module.h"
 
 
+/*
+ * What /health and /metrics both ask first: a GET (or HEAD) to a worker
+ * whose engine is loaded.  NGX_DECLINED when it is (the handler goes on),
+ * else what the handler returns: the answer sent, 405, or 503 with the
+ * reason while loading or after a failed load, like the API.
+ */
+
 ngx_int_t
-ngx_http_llm_health_handler(ngx_http_request_t *r)
+ngx_http_llm_get_ready(ngx_http_request_t *r)
 {
     ngx_int_t  rc;
 
@@ -27,6 +34,20 @@ ngx_http_llm_health_handler(ngx_http_request_t *r)
 
     if (ngx_http_llm_worker.engine == NULL) {
         return ngx_http_llm_engine_unavailable(r);
+    }
+
+    return NGX_DECLINED;
+}
+
+
+ngx_int_t
+ngx_http_llm_health_handler(ngx_http_request_t *r)
+{
+    ngx_int_t  rc;
+
+    rc = ngx_http_llm_get_ready(r);
+    if (rc != NGX_DECLINED) {
+        return rc;
     }
 
     r->headers_out.status = NGX_HTTP_OK;

@@ -388,6 +388,7 @@ ngx_int_t ngx_http_llm_models_handler(ngx_http_request_t *r,
     ngx_http_llm_route_e route);
 
 /* ngx_http_llm_health.c */
+ngx_int_t ngx_http_llm_get_ready(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_health_handler(ngx_http_request_t *r);
 
 /* ngx_http_llm_output.c */

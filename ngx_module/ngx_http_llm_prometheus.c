@@ -121,21 +121,9 @@ ngx_http_llm_prometheus_handler(ngx_http_request_t *r)
     ngx_http_llm_prom_t        pm;
     ngx_http_llm_main_conf_t  *lmcf;
 
-    rc = ngx_http_discard_request_body(r);
-    if (rc != NGX_OK) {
+    rc = ngx_http_llm_get_ready(r);
+    if (rc != NGX_DECLINED) {
         return rc;
-    }
-
-    if (!(r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD))) {
-        return ngx_http_llm_send_error(r, NGX_HTTP_NOT_ALLOWED, NULL, NULL,
-                                       "Method Not Allowed: use GET for "
-                                       "\"%V\"", &r->uri);
-    }
-
-    /* loading, or failed to load: 503 with the reason, like the API */
-
-    if (ngx_http_llm_worker.engine == NULL) {
-        return ngx_http_llm_engine_unavailable(r);
     }
 
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_module);
