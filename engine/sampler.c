@@ -79,6 +79,7 @@ llm_rng_uniform(llm_rng *r)
 void
 llm_sampler_init(llm_sampler *s, int vocab)
 {
+    memset(s, 0, sizeof(*s));
     s->vocab = vocab;
     s->probs = llm_xmalloc(sizeof(float) * vocab);
     s->idx = llm_xmalloc(sizeof(int32_t) * vocab);
