@@ -1542,10 +1542,24 @@ group_digits(jinja_vm *vm, jinja_buf *b, const char *num, size_t len, int sep)
 }
 
 
+/* The code point of a 'c' conversion; strings here are UTF-8, so no surrogates. */
+static uint32_t
+format_char(jinja_vm *vm, int64_t i)
+{
+    if (i < 0 || i > 0x10ffff) {
+        jinja_fail(vm, "%%c arg not in range(0x110000)");
+    }
+    if (i >= 0xd800 && i <= 0xdfff) {
+        jinja_fail(vm, "%%c arg is a surrogate, which UTF-8 cannot encode");
+    }
+    return (uint32_t) i;
+}
+
+
 static jv
 format_number(jinja_vm *vm, jv v, const jinja_spec *sp)
 {
-    char       tmp[1200];
+    char       tmp[1400];   /* '%.1000f' of DBL_MAX: 309 + 1 + 1000 */
     jinja_buf  b = { 0 };
     int        type = sp->type, neg;
     double     f;
@@ -1555,6 +1569,12 @@ format_number(jinja_vm *vm, jv v, const jinja_spec *sp)
     if (v.type == JV_FLOAT || strchr("eEfFgG%", type ? type : 'd')
         || (type == 0 && v.type == JV_FLOAT))
     {
+        if (type == 'n') {
+            type = 'g';             /* no locale: 'n' is 'g' for a float */
+        } else if (type != 0 && strchr("eEfFgG%", type) == NULL) {
+            jinja_fail(vm, "Unknown format code '%c' for object of type '%s'",
+                       type, jv_type_name(v));
+        }
         f = v.type == JV_FLOAT ? v.u.f : (double) v.u.i;
         neg = signbit(f) && !isnan(f);
         f = fabs(f);
@@ -1625,7 +1645,7 @@ format_number(jinja_vm *vm, jv v, const jinja_spec *sp)
             }
             break;
         case 'c':
-            n = (int) ju_encode((uint32_t) v.u.i, tmp);
+            n = (int) ju_encode(format_char(vm, v.u.i), tmp);
             tmp[n] = '\0';
             break;
         default:
@@ -1865,6 +1885,83 @@ jinja_str_format(jinja_vm *vm, jv fmt, jinja_args *a)
 
 /* ------------------------------------------------------------------ printf-style */
 
+static void
+buf_fill(jinja_vm *vm, jinja_buf *b, char c, int n)
+{
+    while (n-- > 0) {
+        jinja_buf_addc(vm, b, c);
+    }
+}
+
+
+/*
+ * One numeric %-conversion as Python does it: the digits of the magnitude
+ * (C's printf for e/f/g, our own for the integer codes, whose '#' prefixes
+ * and negative values differ from C's), then the sign, then the padding
+ * (' ' flag, '+' flag, '-' to the left, '0' between prefix and digits).
+ */
+static void
+percent_number(jinja_vm *vm, jinja_buf *out, const char *flags, int width,
+    int prec, int conv, jv v)
+{
+    char         digits[1400], spec[16];    /* '%.1000f' of DBL_MAX: 1310 */
+    const char  *sign, *prefix = "";
+    int          neg, n, pad, zeros = 0;
+
+    if (strchr("diuxXo", conv)) {
+        uint64_t  u;
+
+        if (v.type == JV_FLOAT) {
+            if (conv != 'd' && conv != 'i' && conv != 'u') {
+                jinja_fail(vm, "%%%c format: an integer is required, not float", conv);
+            }
+            if (isnan(v.u.f)) {
+                jinja_fail(vm, "cannot convert float NaN to integer");
+            }
+            if (!(fabs(v.u.f) < 9223372036854775808.0)) {
+                jinja_fail(vm, "%%%c format: float out of the 64-bit integer range",
+                           conv);
+            }
+            v = jv_int((int64_t) v.u.f);
+        }
+        neg = v.u.i < 0;
+        u = neg ? (uint64_t) -(v.u.i + 1) + 1 : (uint64_t) v.u.i;
+        n = snprintf(digits, sizeof(digits), conv == 'x' ? "%llx" : conv == 'X'
+                     ? "%llX" : conv == 'o' ? "%llo" : "%llu", (unsigned long long) u);
+        if (prec > n) {
+            zeros = prec - n;
+        }
+        if (strchr(flags, '#') && strchr("xXo", conv)) {
+            prefix = conv == 'x' ? "0x" : conv == 'X' ? "0X" : "0o";
+        }
+    } else {
+        double  f = v.type == JV_FLOAT ? v.u.f : (double) v.u.i;
+
+        neg = signbit(f) && !isnan(f);
+        snprintf(spec, sizeof(spec), "%%%s.*%c", strchr(flags, '#') ? "#" : "", conv);
+        n = snprintf(digits, sizeof(digits), spec, prec < 0 ? 6 : prec, fabs(f));
+    }
+    sign = neg ? "-" : strchr(flags, '+') ? "+" : strchr(flags, ' ') ? " " : "";
+    pad = width - (int) (strlen(sign) + strlen(prefix)) - zeros - n;
+    if (pad > 0 && !strchr(flags, '-')) {
+        if (strchr(flags, '0')) {
+            zeros += pad;
+        } else {
+            buf_fill(vm, out, ' ', pad);
+        }
+        pad = 0;
+    }
+    jinja_buf_add(vm, out, sign, strlen(sign));
+    jinja_buf_add(vm, out, prefix, strlen(prefix));
+    buf_fill(vm, out, '0', zeros);
+    jinja_buf_add(vm, out, digits, (size_t) n);
+    if (pad > 0) {
+        buf_fill(vm, out, ' ', pad);
+    }
+}
+
+
+
 jv
 jinja_percent_format(jinja_vm *vm, jv fmt, jv args)
 {
@@ -1873,8 +1970,9 @@ jinja_percent_format(jinja_vm *vm, jv fmt, jv args)
     size_t       i = 0, n = fmt.len, argi = 0, nargs;
     jv          *argv, v, key;
     int          is_map = args.type == JV_DICT, used_map = 0;
-    char         flags[8], spec[64], tmp[1200];
+    char         flags[8], tmp[8];
     int          nf, width, prec, conv, k;
+    int64_t      w;
 
     if (args.type == JV_TUPLE) {
         argv = args.u.list->items;
@@ -1923,7 +2021,15 @@ jinja_percent_format(jinja_vm *vm, jv fmt, jv args)
             if (argi >= nargs) {
                 jinja_fail(vm, "not enough arguments for format string");
             }
-            width = (int) jinja_arg_int(vm, "%", argv[argi++]);
+            w = jinja_arg_int(vm, "%", argv[argi++]);
+            if (w < -100000 || w > 100000) {
+                jinja_fail(vm, "width too big");
+            }
+            if (w < 0 && nf < 6) {          /* Python: a negative '*' left-justifies */
+                flags[nf++] = '-';
+                flags[nf] = '\0';
+            }
+            width = (int) (w < 0 ? -w : w);
             i++;
         } else {
             while (i < n && s[i] >= '0' && s[i] <= '9') {
@@ -1941,7 +2047,11 @@ jinja_percent_format(jinja_vm *vm, jv fmt, jv args)
                 if (argi >= nargs) {
                     jinja_fail(vm, "not enough arguments for format string");
                 }
-                prec = (int) jinja_arg_int(vm, "%", argv[argi++]);
+                w = jinja_arg_int(vm, "%", argv[argi++]);
+                if (w > 1000) {
+                    jinja_fail(vm, "precision too big");
+                }
+                prec = w < 0 ? 0 : (int) w;
                 i++;
             } else {
                 while (i < n && s[i] >= '0' && s[i] <= '9') {
@@ -2008,7 +2118,7 @@ jinja_percent_format(jinja_vm *vm, jv fmt, jv args)
             if (v.type == JV_STR && ju_count(v.u.s, v.len) == 1) {
                 jinja_buf_add(vm, &out, v.u.s, v.len);
             } else if (v.type == JV_INT) {
-                k = (int) ju_encode((uint32_t) v.u.i, tmp);
+                k = (int) ju_encode(format_char(vm, v.u.i), tmp);
                 jinja_buf_add(vm, &out, tmp, (size_t) k);
             } else {
                 jinja_fail(vm, "%%c requires int or char");
@@ -2027,38 +2137,7 @@ jinja_percent_format(jinja_vm *vm, jv fmt, jv args)
             jinja_fail(vm, "%%%c format: a real number is required, not %s",
                        conv, jv_type_name(v));
         }
-        if (strchr("diuxXo", conv)) {
-            int64_t  iv = v.type == JV_FLOAT ? (int64_t) v.u.f : v.u.i;
-
-            snprintf(spec, sizeof(spec), "%%%s%s%s%s", flags,
-                     width >= 0 ? "*" : "", prec >= 0 ? ".*" : "",
-                     conv == 'u' || conv == 'i' ? "lld" : conv == 'x' ? "llx"
-                     : conv == 'X' ? "llX" : conv == 'o' ? "llo" : "lld");
-            if (width >= 0 && prec >= 0) {
-                k = snprintf(tmp, sizeof(tmp), spec, width, prec, (long long) iv);
-            } else if (width >= 0) {
-                k = snprintf(tmp, sizeof(tmp), spec, width, (long long) iv);
-            } else if (prec >= 0) {
-                k = snprintf(tmp, sizeof(tmp), spec, prec, (long long) iv);
-            } else {
-                k = snprintf(tmp, sizeof(tmp), spec, (long long) iv);
-            }
-        } else {
-            double  fv = v.type == JV_FLOAT ? v.u.f : (double) v.u.i;
-
-            snprintf(spec, sizeof(spec), "%%%s%s.*%c", flags,
-                     width >= 0 ? "*" : "", conv);
-            if (width >= 0) {
-                k = snprintf(tmp, sizeof(tmp), spec, width, prec < 0 ? 6 : prec, fv);
-            } else {
-                k = snprintf(tmp, sizeof(tmp), spec, prec < 0 ? 6 : prec, fv);
-            }
-        }
-        if (k < 0) {
-            k = 0;
-        }
-        jinja_buf_add(vm, &out, tmp, (size_t) k < sizeof(tmp) ? (size_t) k
-                                                                : sizeof(tmp) - 1);
+        percent_number(vm, &out, flags, width, prec, conv, v);
     }
     /* Python skips this check when the argument supports item access
      * (PyMapping_Check): a dict, but also a lone list */

@@ -6,13 +6,29 @@
 # saved under BUILD/fuzz/.
 #
 # usage: t/templates/fuzz.sh [BUILD_DIR] [SECONDS]      (make fuzz-jinja)
+#        t/templates/fuzz.sh BUILD_DIR runs:N [SEED]    (t/templates.t)
+#
+# The first form explores: a random seed, and the corpus it grows under
+# BUILD/fuzz/corpus is kept for the next run.  The second is bounded and
+# retraceable: N inputs from a fresh corpus with a fixed seed (default 1).
 set -eu
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
 SECONDS_=${2:-60}
 OUT=$BUILD/fuzz
 CC=${FUZZ_CC:-clang}
-mkdir -p "$OUT/corpus"
+case $SECONDS_ in
+runs:*)
+    CORPUS=repro-corpus
+    LIMIT="-runs=${SECONDS_#runs:} -seed=${3:-1}"
+    rm -rf "${OUT:?}/$CORPUS"
+    ;;
+*)
+    CORPUS=corpus
+    LIMIT="-max_total_time=$SECONDS_"
+    ;;
+esac
+mkdir -p "$OUT/$CORPUS"
 
 if ! command -v "$CC" >/dev/null 2>&1; then
     echo "fuzz.sh: $CC not found (tools/install_deps.sh installs clang)" >&2
@@ -26,7 +42,7 @@ if [ ! -x "$BIN" ] || [ -n "$(find engine/jinja*.c engine/jinja*.h t/templates/f
 fi
 
 # seed corpus: real templates and the feature templates
-/usr/bin/python3 - "$OUT/corpus" <<'PY'
+/usr/bin/python3 - "$OUT/$CORPUS" <<'PY'
 import glob, json, os, sys, hashlib
 out = sys.argv[1]
 srcs = []
@@ -45,6 +61,7 @@ PY
 
 DICT=$PWD/t/templates/jinja.dict
 cd "$OUT"
-exec ./fuzz_jinja -max_total_time="$SECONDS_" -timeout=10 -rss_limit_mb=2048 \
+# shellcheck disable=SC2086 # LIMIT is two options
+exec ./fuzz_jinja $LIMIT -timeout=10 -rss_limit_mb=2048 \
     -max_len=16384 -dict="$DICT" -print_final_stats=1 \
-    -artifact_prefix=./ corpus 2>&1
+    -artifact_prefix=./ "$CORPUS" 2>&1
