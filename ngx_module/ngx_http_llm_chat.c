@@ -168,9 +168,12 @@ static ngx_int_t
 ngx_http_llm_chat_content(ngx_http_llm_job_t *job, yajl_val msg,
     size_t index)
 {
-    char      *s, *p;
-    size_t     i, k, len;
-    yajl_val   content, part, text, type, node;
+    char       *s;
+    size_t      k, len, bad;
+    yajl_val    content, node;
+    ngx_int_t   rc;
+
+    static const char  *types[] = { "text", NULL };
 
     content = NULL;
 
@@ -194,55 +197,27 @@ ngx_http_llm_chat_content(ngx_http_llm_job_t *job, yajl_val msg,
         return NGX_ERROR;
     }
 
-    len = 0;
+    rc = ngx_http_llm_json_join_text(content, types, 1, &s, &len, &bad);
 
-    for (i = 0; i < content->u.array.len; i++) {
-        part = content->u.array.values[i];
-        text = YAJL_IS_STRING(part) ? part
-                                    : ngx_http_llm_json_get(part, "text");
-        type = ngx_http_llm_json_get(part, "type");
-
-        if (!YAJL_IS_STRING(part)
-            && (type == NULL || !YAJL_IS_STRING(type)
-                || ngx_strcmp(type->u.string, "text") != 0
-                || text == NULL || !YAJL_IS_STRING(text)))
-        {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "messages",
-                                   "messages[%uz].content[%uz]: only "
-                                   "{\"type\": \"text\", \"text\": ...} "
-                                   "parts are supported", index, i);
-            return NGX_ERROR;
-        }
-
-        len += ngx_strlen(text->u.string) + 1;
+    if (rc == NGX_DECLINED) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "messages",
+                               "messages[%uz].content[%uz]: only "
+                               "{\"type\": \"text\", \"text\": ...} "
+                               "parts are supported", index, bad);
+        return NGX_ERROR;
     }
 
-    node = calloc(1, sizeof(struct yajl_val_s));
-    s = malloc(len + 1);
+    node = (rc == NGX_OK) ? calloc(1, sizeof(struct yajl_val_s)) : NULL;
 
-    if (node == NULL || s == NULL) {
-        free(node);
-        free(s);
+    if (node == NULL) {
+        if (rc == NGX_OK) {
+            free(s);
+        }
+
         ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
                                "out of memory");
         return NGX_ERROR;
     }
-
-    p = s;
-
-    for (i = 0; i < content->u.array.len; i++) {
-        part = content->u.array.values[i];
-        text = YAJL_IS_STRING(part) ? part
-                                    : ngx_http_llm_json_get(part, "text");
-
-        if (i) {
-            *p++ = '\n';
-        }
-
-        p = (char *) ngx_cpymem(p, text->u.string, ngx_strlen(text->u.string));
-    }
-
-    *p = '\0';
 
     node->type = yajl_t_string;
     node->u.string = s;

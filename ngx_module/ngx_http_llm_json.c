@@ -325,6 +325,78 @@ ngx_http_llm_json_type(yajl_val v)
 }
 
 
+static const char *
+ngx_http_llm_json_part_text(yajl_val part, const char **types,
+    ngx_uint_t bare_strings)
+{
+    yajl_val  type, text;
+
+    if (YAJL_IS_STRING(part)) {
+        return bare_strings ? part->u.string : NULL;
+    }
+
+    type = ngx_http_llm_json_get(part, "type");
+    text = ngx_http_llm_json_get(part, "text");
+
+    if (!YAJL_IS_STRING(type) || !YAJL_IS_STRING(text)) {
+        return NULL;
+    }
+
+    for ( /* void */ ; *types; types++) {
+        if (ngx_strcmp(type->u.string, *types) == 0) {
+            return text->u.string;
+        }
+    }
+
+    return NULL;
+}
+
+
+ngx_int_t
+ngx_http_llm_json_join_text(yajl_val parts, const char **types,
+    ngx_uint_t bare_strings, char **text, size_t *len, size_t *bad)
+{
+    char        *p;
+    size_t       i, n;
+    const char  *t;
+
+    n = 0;
+
+    for (i = 0; i < parts->u.array.len; i++) {
+        t = ngx_http_llm_json_part_text(parts->u.array.values[i], types,
+                                        bare_strings);
+        if (t == NULL) {
+            *bad = i;
+            return NGX_DECLINED;
+        }
+
+        n += ngx_strlen(t) + 1;
+    }
+
+    *text = malloc(n + 1);
+    if (*text == NULL) {
+        return NGX_ERROR;
+    }
+
+    p = *text;
+
+    for (i = 0; i < parts->u.array.len; i++) {
+        t = ngx_http_llm_json_part_text(parts->u.array.values[i], types,
+                                        bare_strings);
+        if (i) {
+            *p++ = '\n';
+        }
+
+        p = (char *) ngx_cpymem(p, t, ngx_strlen(t));
+    }
+
+    *p = '\0';
+    *len = p - *text;
+
+    return NGX_OK;
+}
+
+
 static yajl_val
 ngx_http_llm_json_find(yajl_val obj, const char *key, size_t *index)
 {

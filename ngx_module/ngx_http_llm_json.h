@@ -58,6 +58,14 @@ size_t ngx_http_llm_dtoa(u_char *buf, double v);
 yajl_val ngx_http_llm_json_get(yajl_val obj, const char *key);
 const char *ngx_http_llm_json_type(yajl_val v);
 
+/* the "text" of content parts joined with "\n", malloc'ed and NUL-terminated
+ * (vLLM's flattening for templates that expect string content); a part is an
+ * object of one of the NULL-terminated types with a string "text", or with
+ * bare_strings a plain string; NGX_DECLINED names the first other part in
+ * *bad, NGX_ERROR is out of memory */
+ngx_int_t ngx_http_llm_json_join_text(yajl_val parts, const char **types,
+    ngx_uint_t bare_strings, char **text, size_t *len, size_t *bad);
+
 /* moves keys[] to the front of obj, in order; a missing key is added with
  * the string defaults[i], or null when that is NULL (malloc: yajl's own
  * allocator, so yajl_tree_free() releases what is added) */

@@ -560,9 +560,11 @@ static ngx_int_t
 ngx_http_llm_responses_text(ngx_http_llm_job_t *job, yajl_val content,
     size_t index, ngx_http_llm_resp_msg_t *m)
 {
-    char      *p;
-    size_t     i, len;
-    yajl_val   part, text, type;
+    size_t      len, bad;
+    ngx_int_t   rc;
+
+    static const char  *types[] = { "input_text", "output_text", "text",
+                                    NULL };
 
     if (YAJL_IS_STRING(content)) {
         len = ngx_strlen(content->u.string);
@@ -586,50 +588,20 @@ ngx_http_llm_responses_text(ngx_http_llm_job_t *job, yajl_val content,
         return NGX_ERROR;
     }
 
-    len = 0;
+    rc = ngx_http_llm_json_join_text(content, types, 0, &m->content,
+                                     &m->content_len, &bad);
 
-    for (i = 0; i < content->u.array.len; i++) {
-        part = content->u.array.values[i];
-        type = ngx_http_llm_json_get(part, "type");
-        text = ngx_http_llm_json_get(part, "text");
-
-        if (!YAJL_IS_STRING(type) || !YAJL_IS_STRING(text)
-            || (ngx_strcmp(type->u.string, "input_text") != 0
-                && ngx_strcmp(type->u.string, "output_text") != 0
-                && ngx_strcmp(type->u.string, "text") != 0))
-        {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "input",
-                                   "input[%uz].content[%uz]: only "
-                                   "\"input_text\" and \"output_text\" "
-                                   "parts are supported", index, i);
-            return NGX_ERROR;
-        }
-
-        len += ngx_strlen(text->u.string) + 1;
+    if (rc == NGX_DECLINED) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "input",
+                               "input[%uz].content[%uz]: only "
+                               "\"input_text\" and \"output_text\" "
+                               "parts are supported", index, bad);
+        return NGX_ERROR;
     }
 
-    m->content = malloc(len + 1);
-    if (m->content == NULL) {
-        goto nomem;
+    if (rc == NGX_OK) {
+        return NGX_OK;
     }
-
-    p = m->content;
-
-    for (i = 0; i < content->u.array.len; i++) {
-        text = ngx_http_llm_json_get(content->u.array.values[i], "text");
-
-        if (i) {
-            *p++ = '\n';
-        }
-
-        p = (char *) ngx_cpymem(p, text->u.string,
-                                ngx_strlen(text->u.string));
-    }
-
-    *p = '\0';
-    m->content_len = p - m->content;
-
-    return NGX_OK;
 
 nomem:
 

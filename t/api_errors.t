@@ -60,6 +60,9 @@ my @cases = (
     [ 'an image part', $chat, { messages => [{ role => 'user', content => [
         { type => 'image_url', image_url => { url => 'x' } }] }] },
       400, undef, 'messages', qr/only \{"type": "text"/ ],
+    [ 'a text part without text', $chat, { messages => [{ role => 'user',
+        content => [ { type => 'text', text => 'a' }, { type => 'text' } ] }] },
+      400, undef, 'messages', qr/^messages\[0\]\.content\[1\]: only / ],
     [ 'max_tokens as a string', $chat, { messages => \@m,
       max_tokens => '5' }, 400, undef, 'max_tokens',
       qr/`max_tokens` must be an integer, got a string/ ],

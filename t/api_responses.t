@@ -397,6 +397,9 @@ bad('an unknown role', { input => [ { role => 'robot', content => 'x' } ] },
 bad('an image part', { input => [ { role => 'user', content => [
     { type => 'input_image', image_url => 'x' } ] } ] }, 400, 'input',
     qr/only "input_text" and "output_text" parts/);
+bad('a bare string part', { input => [ { role => 'user', content => [
+    { type => 'input_text', text => 'a' }, 'b' ] } ] }, 400, 'input',
+    qr/^input\[0\]\.content\[1\]: only /);
 bad('a built-in tool item', { input => [ { type => 'web_search_call',
     id => 'x' } ] }, 400, 'input', qr/"web_search_call" are not supported/);
 bad('a function_call without a name', { input => [ { type => 'function_call',
