@@ -56,7 +56,8 @@ CUDA_TEST_OBJS = $(patsubst %.c,$(BUILD)/%.o,cuda/cu_ref.c cuda/cu_testmodel.c)
 CUDA_CU_OBJS   = $(patsubst %.cu,$(BUILD)/%.o,$(wildcard cuda/*.cu))
 CUDA_LIBS      = -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublas -lcublasLt
 
-.PHONY: all lib cli module unit test run deps asan clean bench fuzz-jinja template-bench cuda
+.PHONY: all lib cli module unit test run deps asan clean bench fuzz-jinja fuzz-tokenizer \
+	template-bench cuda
 
 all: lib cli module
 ifneq ($(NVCC),)
@@ -185,10 +186,11 @@ asan:
 bench: all
 	bench/run.sh $(BUILD)
 
-# libFuzzer run over the chat template engine (docs/chat-templates.md).
+# libFuzzer runs over the chat template engine (docs/chat-templates.md) and
+# the tokenizer (docs/tokenizer.md).
 FUZZ_SECONDS ?= 60
-fuzz-jinja:
-	t/templates/fuzz.sh $(BUILD) $(FUZZ_SECONDS)
+fuzz-jinja fuzz-tokenizer:
+	t/fuzz.sh $(@:fuzz-%=%) $(BUILD) $(FUZZ_SECONDS)
 
 # Chat template rendering latency, 50-message conversation (docs/chat-templates.md).
 template-bench: $(BUILD)/template_bench

@@ -39,7 +39,9 @@ typedef struct {
 static void
 llm_dec_list_open(llm_dec_list *l)
 {
-    /* a new string starts at the end of the buffer */
+    /* a new string starts at the end of the buffer, which then exists
+     * (buf.p + off is used for empty strings too) */
+    llm_tok_buf_reserve(&l->buf, 0);
     if (l->n == l->cap) {
         l->cap = l->cap ? l->cap * 2 : 32;
         l->off = llm_xrealloc(l->off, l->cap * sizeof(uint32_t));

@@ -192,7 +192,7 @@ llm_f32_to_f16(float f)
     }
     if (abs < 0x38800000) {                     /* subnormal or zero */
         union { uint32_t u; float f; } a = { abs };
-        r = (uint32_t) __builtin_roundevenf(a.f * 16777216.0f);
+        r = (uint32_t) rintf(a.f * 16777216.0f);   /* ties to even */
         return (uint16_t) (sign | r);
     }
     exp = (abs >> 23) - 112;

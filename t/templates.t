@@ -13,7 +13,7 @@
    each, compared the same way.
 3. 300 random templates from t/templates/randtemplates.py (fixed seed),
    compared the same way: the grammar reaches corners no real template does.
-4. A bounded libFuzzer run (t/templates/fuzz.sh: LLM_FUZZ_RUNS inputs,
+4. A bounded libFuzzer run (t/fuzz.sh jinja: LLM_FUZZ_RUNS inputs,
    default 50 000, 0 skips it; seed LLM_FUZZ_SEED, default 1) over the parser
    and renderer finds no crash, sanitizer report or hang.  `make fuzz-jinja`
    explores further with random seeds.
@@ -297,7 +297,7 @@ def main():
     fuzz_seed = os.environ.get("LLM_FUZZ_SEED", "1")
     if fuzz_runs > 0:
         t0 = time.time()
-        p = subprocess.run([os.path.join(ROOT, "t", "templates", "fuzz.sh"), BUILD,
+        p = subprocess.run([os.path.join(ROOT, "t", "fuzz.sh"), "jinja", BUILD,
                             "runs:%d" % fuzz_runs, fuzz_seed], capture_output=True, timeout=900)
         text = p.stdout.decode("utf-8", "replace")
         report["fuzz"] = {"runs": fuzz_runs, "seed": fuzz_seed, "ok": p.returncode == 0,

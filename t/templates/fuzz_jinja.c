@@ -9,8 +9,8 @@
  * input finishes quickly; hitting a limit is an error message like any
  * other.  A crash, a sanitizer report, a leak or a timeout is a bug.
  *
- * Built and run by `make fuzz-jinja` (FUZZ_SECONDS, default 60) and for a
- * short while by t/templates.t; see docs/chat-templates.md.
+ * Built and run by t/fuzz.sh (`make fuzz-jinja`, and for a bounded number of
+ * inputs by t/templates.t); see docs/chat-templates.md.
  */
 #include <stdint.h>
 #include <stdlib.h>

@@ -388,6 +388,77 @@ stream(const llm_tokenizer *t, const int32_t *prompt, size_t np,
 }
 
 
+/* Is the stream decode(prompt + gen) after decode(prompt)? */
+static int
+stream_is_decode(const llm_tokenizer *t, const int32_t *ids, size_t np,
+    size_t ng, int skip)
+{
+    char    *s = stream(t, ids, np, ids + np, ng, skip, NULL);
+    char    *full, *ptext;
+    size_t   full_len, ptext_len;
+    int      ok;
+
+    full = llm_tokenizer_decode(t, ids, np + ng, skip, &full_len);
+    ptext = llm_tokenizer_decode(t, ids, np, skip, &ptext_len);
+    ok = ptext_len <= full_len && strlen(s) == full_len - ptext_len
+         && memcmp(s, full + ptext_len, full_len - ptext_len) == 0;
+    if (!ok) {
+        tap_diag("  stream \"%s\", decode \"%s\" after \"%s\"", s, full, ptext);
+    }
+    free(s);
+    free(full);
+    free(ptext);
+    return ok;
+}
+
+
+/* The cases t/tokenizer/fuzz_tokenizer.c found, on the tiny tokenizer
+ * (ids 3 + b are the byte tokens <0xbb>, 259 is "▁", 260 "a", 261 "b"). */
+static void
+test_detok_found_by_fuzzing(const llm_tokenizer *t)
+{
+#define B(x)  (3 + (x))
+    /* <s> 你好 | 世 a: the last five prompt tokens start inside 你 */
+    static const int32_t  mid[] = { 1, B(0xE4), B(0xBD), B(0xA0), B(0xE5),
+                                    B(0xA5), B(0xBD), B(0xE4), B(0xB8),
+                                    B(0x96), 260 };
+    int32_t               ids[200];
+    size_t                i, n;
+
+    tap_ok(stream_is_decode(t, mid, 7, 4, 1), "stream: a prompt context that "
+           "would start inside a character starts at its first byte");
+
+    /* <s> | 你 x 40 a: a valid byte run longer than the hold limit */
+    n = 0;
+    ids[n++] = 1;
+    for (i = 0; i < 40; i++) {
+        ids[n++] = B(0xE4);
+        ids[n++] = B(0xBD);
+        ids[n++] = B(0xA0);
+    }
+    ids[n++] = 260;
+    tap_ok(stream_is_decode(t, ids, 1, n - 1, 1), "stream: a valid byte run "
+           "of 120 tokens is shown at character boundaries, as decoded");
+
+    /* <s> a | <s> x 40 ▁b: skipped tokens beyond the hold limit keep the
+     * context, so the space before b stays */
+    n = 0;
+    ids[n++] = 1;
+    ids[n++] = 260;
+    for (i = 0; i < 40; i++) {
+        ids[n++] = 1;
+    }
+    ids[n++] = 259;
+    ids[n++] = 261;
+    tap_ok(stream_is_decode(t, ids, 2, n - 2, 1), "stream: 40 skipped special "
+           "tokens change nothing, the next space stays");
+    /* a prompt that ends in skipped tokens only */
+    tap_ok(stream_is_decode(t, ids, 12, n - 12, 1), "stream: a prompt ending "
+           "in ten skipped tokens keeps the text before them as context");
+#undef B
+}
+
+
 static void
 test_detok(void)
 {
@@ -426,6 +497,7 @@ test_detok(void)
     tap_ok(strcmp(s, "\xEF\xBF\xBD\xEF\xBF\xBD") == 0,
            "flush shows an unfinished byte run as decode does");
     free(s);
+    test_detok_found_by_fuzzing(t);
     llm_tokenizer_free(t);
 }
 
