@@ -155,8 +155,9 @@ llm_engine_prompt_logprobs(llm_engine *e, llm_request *r,
 
 /* Whether this step samples on the device: the backend has
  * forward_sample, no request verifies drafts (rejection sampling needs the
- * logits on the host) and none takes prompt logprobs (their rows are
- * logits rows that sample nothing).  If so, builds the rows in
+ * logits on the host), none takes prompt logprobs (their rows are logits
+ * rows that sample nothing) and none has allowed_token_ids (a mask of the
+ * whole vocabulary, not a short list of changes).  If so, builds the rows in
  * llm_engine_sample_step's order; each sampling row draws its uniform
  * number from its request's generator, as llm_sample() would. */
 static int
@@ -172,7 +173,9 @@ llm_engine_sample_plan(llm_engine *e)
     }
     for (i = 0; i < s->step.n; i++) {
         r = s->step.items[i];
-        if (r->n_draft > 0 || s->step_lp_rows[i] > 0) {
+        if (r->n_draft > 0 || s->step_lp_rows[i] > 0
+            || r->params.n_allowed_token_ids > 0)
+        {
             return 0;
         }
         n += r->n_computed + s->step_tokens[i] >= r->n_tokens;

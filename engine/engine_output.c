@@ -83,6 +83,9 @@ llm_emit_text(llm_request *r, const char *s, size_t n)
         }
     }
     if (which) {
+        if (r->params.include_stop_str_in_output) {
+            best += strlen(which);
+        }
         llm_req_out_add_text(&r->stage, r->held, best);
         r->held_len = 0;
         r->stop_string = which;
@@ -108,7 +111,7 @@ llm_engine_accept_token(llm_engine *e, llm_request *r, int32_t id,
 {
     const char  *piece;
     size_t       len;
-    int          n_out, checks;
+    int          n_out, checks, stop;
     unsigned     gate = atomic_load(&r->gate);
 
     do {
@@ -136,24 +139,33 @@ llm_engine_accept_token(llm_engine *e, llm_request *r, int32_t id,
     llm_req_out_add_id(&r->stage, id, lp);
     llm_mark_changed(e, r);
 
-    /* vLLM checks no stop condition before min_tokens */
+    /* vLLM checks no stop condition before min_tokens; the text of the
+     * EOS or stop token that ends the sequence is shown only with
+     * include_stop_str_in_output (and an EOS only with its special tokens
+     * kept) */
     checks = n_out >= r->params.min_tokens;
-    if (checks && !r->params.ignore_eos && llm_is_eos(e, id)) {
-        llm_engine_finish(e, r, LLM_FINISH_STOP, now);
-        return;
-    }
-    if (checks && llm_is_stop_token(r, id)) {
+    stop = checks && ((!r->params.ignore_eos && llm_is_eos(e, id))
+                      || llm_is_stop_token(r, id));
+    if (stop && llm_is_stop_token(r, id)
+        && (r->params.ignore_eos || !llm_is_eos(e, id)))
+    {
         r->stop_token = id;
+    }
+    if (stop && !r->params.include_stop_str_in_output) {
         llm_engine_finish(e, r, LLM_FINISH_STOP, now);
         return;
     }
     if (r->detok == NULL) {
         r->detok = llm_detok_create(e->model->tokenizer, r->tokens,
-                                    (size_t) r->n_prompt, 1);
+                                    (size_t) r->n_prompt,
+                                    !r->params.keep_special_tokens);
     }
     piece = llm_detok_push(r->detok, id, &len);
     if (checks) {
-        if (llm_emit_text(r, piece, len)) {
+        if (llm_emit_text(r, piece, len) || stop) {
+            if (r->stop_string) {
+                r->stop_token = -1;
+            }
             llm_engine_finish(e, r, LLM_FINISH_STOP, now);
             return;
         }

@@ -77,6 +77,10 @@ typedef struct {
     const int32_t *logit_bias_ids;
     const float  *logit_bias_values;
     int           n_logit_bias;
+    const int32_t *allowed_token_ids;    /* if any: only these are sampled */
+    int           n_allowed_token_ids;
+    int           include_stop_str_in_output;  /* and the stop token's text */
+    int           keep_special_tokens;   /* vLLM's skip_special_tokens=false */
     int           n;                     /* the API request's n (metrics only) */
     int           seq_index;             /* which of the n this is */
 } llm_sampling_params;

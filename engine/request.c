@@ -142,6 +142,18 @@ llm_sampling_params_validate(const llm_sampling_params *p,
                     p->logit_bias_ids[i], m->config.vocab_size);
         }
     }
+    if (p->allowed_token_ids != NULL && p->n_allowed_token_ids == 0) {
+        LLM_BAD("allowed_token_ids", "allowed_token_ids is not None and "
+                "empty!");
+    }
+    for (i = 0; m && i < p->n_allowed_token_ids; i++) {
+        if (p->allowed_token_ids[i] < 0
+            || p->allowed_token_ids[i] >= m->config.vocab_size)
+        {
+            LLM_BAD("allowed_token_ids", "allowed_token_ids contains "
+                    "out-of-vocab token id!");
+        }
+    }
     for (i = 0; m && i < p->n_stop_token_ids; i++) {
         if (p->stop_token_ids[i] < 0
             || p->stop_token_ids[i] >= m->config.vocab_size)
@@ -215,6 +227,9 @@ llm_request_create(llm_engine *e, const int32_t *prompt, int n_prompt,
                                 sizeof(float) * p->n_logit_bias);
     r->params.logit_bias_ids = r->bias_ids;
     r->params.logit_bias_values = r->bias_values;
+    r->allowed_ids = llm_memdup(p->allowed_token_ids,
+                                sizeof(int32_t) * p->n_allowed_token_ids);
+    r->params.allowed_token_ids = r->allowed_ids;
     if (p->n_stop > 0) {
         r->stop = llm_xcalloc(p->n_stop, sizeof(char *));
         for (i = 0; i < p->n_stop; i++) {
@@ -293,6 +308,7 @@ llm_request_unref(llm_request *r)
     }
     free(r->stop_ids);
     free(r->bias_ids);
+    free(r->allowed_ids);
     free(r->bias_values);
     for (i = 0; i < r->params.n_stop; i++) {
         free(r->stop[i]);

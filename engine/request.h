@@ -52,6 +52,7 @@ struct llm_request {
     int32_t            *stop_ids;
     char              **stop;
     int32_t            *bias_ids;
+    int32_t            *allowed_ids;
     float              *bias_values;
     int                 n_prompt;
     int                 max_stop_len;   /* longest stop string, bytes */

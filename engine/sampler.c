@@ -217,7 +217,32 @@ llm_sampler_mods_apply(float *logits, const llm_sample_mod *mods,
 }
 
 
-/* penalties, bias and min_tokens masks on the host */
+/* allowed_token_ids: every other token is masked */
+static void
+llm_apply_allowed(llm_sampler *s, float *logits, const llm_sampling_params *p)
+{
+    int  i;
+
+    for (i = 0; i < p->n_allowed_token_ids; i++) {
+        if (p->allowed_token_ids[i] >= 0 && p->allowed_token_ids[i] < s->vocab) {
+            s->seen[p->allowed_token_ids[i]] = 1;
+        }
+    }
+    for (i = 0; i < s->vocab; i++) {
+        if (!s->seen[i]) {
+            logits[i] = -INFINITY;
+        }
+    }
+    for (i = 0; i < p->n_allowed_token_ids; i++) {
+        if (p->allowed_token_ids[i] >= 0 && p->allowed_token_ids[i] < s->vocab) {
+            s->seen[p->allowed_token_ids[i]] = 0;
+        }
+    }
+}
+
+
+/* penalties, bias and min_tokens masks, and allowed_token_ids, on the host
+ * (the device path takes no request with allowed_token_ids) */
 static void
 llm_apply_mods(llm_sampler *s, float *logits, const llm_sample_ctx *c)
 {
@@ -226,6 +251,9 @@ llm_apply_mods(llm_sampler *s, float *logits, const llm_sample_ctx *c)
     s->mods.n = 0;
     n = llm_sampler_mods(s, c, &s->mods);
     llm_sampler_mods_apply(logits, s->mods.mods, n);
+    if (c->p->n_allowed_token_ids > 0) {
+        llm_apply_allowed(s, logits, c->p);
+    }
 }
 
 

@@ -151,6 +151,7 @@ typedef struct {
     ngx_uint_t                  n;             /* samples per prompt */
     char                      **stop;
     int32_t                    *stop_ids;
+    int32_t                    *allowed_ids;
     int32_t                    *bias_ids;
     float                      *bias_values;
     ngx_http_llm_responses_t   *responses;     /* /responses' own fields */
@@ -158,6 +159,7 @@ typedef struct {
     size_t                      text_len;
     int                         logprobs;      /* -1: none, else top-N */
     int                         max_tokens;    /* -1: until max_model_len */
+    int                         truncate_prompt_tokens;  /* -1: none */
     unsigned                    stream:1;
     unsigned                    include_usage:1;
     unsigned                    continuous_usage:1;

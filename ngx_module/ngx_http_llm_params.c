@@ -23,6 +23,8 @@ static ngx_int_t ngx_http_llm_parse_max_tokens(ngx_http_llm_job_t *job,
     yajl_val root);
 static ngx_int_t ngx_http_llm_parse_stop(ngx_http_llm_job_t *job,
     yajl_val root);
+static ngx_int_t ngx_http_llm_parse_ids(ngx_http_llm_job_t *job,
+    yajl_val root, const char *name, int32_t **ids, int *n_ids);
 static ngx_int_t ngx_http_llm_parse_bias(ngx_http_llm_job_t *job,
     yajl_val root);
 static ngx_int_t ngx_http_llm_parse_logprobs(ngx_http_llm_job_t *job,
@@ -133,6 +135,20 @@ ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job, yajl_val root)
         { "min_p", offsetof(llm_sampling_params, min_p) },
     };
 
+    /* vLLM's skip_special_tokens (default true) is kept inverted, so that
+     * a zeroed llm_sampling_params has every default */
+    static const struct {
+        const char  *name;
+        size_t       offset;
+        ngx_uint_t   inverted;
+    } bools[] = {
+        { "ignore_eos", offsetof(llm_sampling_params, ignore_eos), 0 },
+        { "include_stop_str_in_output",
+          offsetof(llm_sampling_params, include_stop_str_in_output), 0 },
+        { "skip_special_tokens",
+          offsetof(llm_sampling_params, keep_special_tokens), 1 },
+    };
+
     /*
      * Absent or null: the default (the model's generation_config, else
      * vLLM's).  Here only the JSON types are checked; the values' ranges
@@ -182,13 +198,56 @@ ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job, yajl_val root)
         sp->min_tokens = (int) ngx_max(ngx_min(n, INT32_MAX), INT32_MIN);
     }
 
-    rc = ngx_http_llm_job_bool(job, root, "ignore_eos", &flag);
+    for (i = 0; i < sizeof(bools) / sizeof(bools[0]); i++) {
+        rc = ngx_http_llm_job_bool(job, root, bools[i].name, &flag);
+        if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
+            return NGX_ERROR;
+        }
+
+        if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
+            *(int *) ((char *) sp + bools[i].offset) = (int) (flag
+                                                       ^ bools[i].inverted);
+        }
+    }
+
+    if (ngx_http_llm_parse_ids(job, root, "allowed_token_ids",
+                               &job->allowed_ids, &sp->n_allowed_token_ids)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    sp->allowed_token_ids = job->allowed_ids;
+
+    /* vLLM's truncate_prompt_tokens: keep the prompt's last n tokens */
+
+    job->truncate_prompt_tokens = -1;
+
+    rc = ngx_http_llm_job_int(job, root, "truncate_prompt_tokens", &n);
     if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
         return NGX_ERROR;
     }
 
     if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
-        sp->ignore_eos = (int) flag;
+        if (n < -1) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
+                                   "truncate_prompt_tokens",
+                                   "truncate_prompt_tokens: Input should be "
+                                   "greater than or equal to -1, got %L", n);
+            return NGX_ERROR;
+        }
+
+        if (n > job->max_model_len) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
+                                   "truncate_prompt_tokens",
+                                   "truncate_prompt_tokens value (%L) is "
+                                   "greater than max_model_len (%d). Please, "
+                                   "select a smaller truncation size.",
+                                   n, job->max_model_len);
+            return NGX_ERROR;
+        }
+
+        job->truncate_prompt_tokens = (n == -1) ? job->max_model_len : (int) n;
     }
 
     return NGX_OK;
@@ -318,43 +377,14 @@ ngx_http_llm_parse_stop(ngx_http_llm_job_t *job, yajl_val root)
         job->sp.stop = (const char *const *) job->stop;
     }
 
-    v = ngx_http_llm_json_get(root, "stop_token_ids");
-
-    if (v && !YAJL_IS_NULL(v)) {
-
-        if (!YAJL_IS_ARRAY(v)) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
-                                   "stop_token_ids", "`stop_token_ids` must "
-                                   "be a list of integers, got %s",
-                                   ngx_http_llm_json_type(v));
-            return NGX_ERROR;
-        }
-
-        n = v->u.array.len;
-
-        job->stop_ids = malloc((n ? n : 1) * sizeof(int32_t));
-        if (job->stop_ids == NULL) {
-            goto nomem;
-        }
-
-        for (i = 0; i < n; i++) {
-            e = v->u.array.values[i];
-
-            if (!YAJL_IS_INTEGER(e) || YAJL_GET_INTEGER(e) < 0
-                || YAJL_GET_INTEGER(e) > INT32_MAX)
-            {
-                ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
-                                       "stop_token_ids", "`stop_token_ids` "
-                                       "must be a list of token ids");
-                return NGX_ERROR;
-            }
-
-            job->stop_ids[i] = (int32_t) YAJL_GET_INTEGER(e);
-        }
-
-        job->sp.stop_token_ids = job->stop_ids;
-        job->sp.n_stop_token_ids = (int) n;
+    if (ngx_http_llm_parse_ids(job, root, "stop_token_ids", &job->stop_ids,
+                               &job->sp.n_stop_token_ids)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
     }
+
+    job->sp.stop_token_ids = job->stop_ids;
 
     return NGX_OK;
 
@@ -363,6 +393,58 @@ nomem:
     ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
                            "out of memory");
     return NGX_ERROR;
+}
+
+
+/* a list of token ids (stop_token_ids, allowed_token_ids); the vocabulary
+ * check is the engine's, with vLLM's message */
+
+static ngx_int_t
+ngx_http_llm_parse_ids(ngx_http_llm_job_t *job, yajl_val root,
+    const char *name, int32_t **ids, int *n_ids)
+{
+    size_t    i, n;
+    yajl_val  v, e;
+
+    v = ngx_http_llm_json_get(root, name);
+
+    if (v == NULL || YAJL_IS_NULL(v)) {
+        return NGX_OK;
+    }
+
+    if (!YAJL_IS_ARRAY(v)) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, name,
+                               "`%s` must be a list of integers, got %s",
+                               name, ngx_http_llm_json_type(v));
+        return NGX_ERROR;
+    }
+
+    n = v->u.array.len;
+
+    *ids = malloc((n ? n : 1) * sizeof(int32_t));
+    if (*ids == NULL) {
+        ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
+                               "out of memory");
+        return NGX_ERROR;
+    }
+
+    for (i = 0; i < n; i++) {
+        e = v->u.array.values[i];
+
+        if (!YAJL_IS_INTEGER(e) || YAJL_GET_INTEGER(e) < 0
+            || YAJL_GET_INTEGER(e) > INT32_MAX)
+        {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, name,
+                                   "`%s` must be a list of token ids", name);
+            return NGX_ERROR;
+        }
+
+        (*ids)[i] = (int32_t) YAJL_GET_INTEGER(e);
+    }
+
+    *n_ids = (int) n;
+
+    return NGX_OK;
 }
 
 
@@ -668,6 +750,14 @@ ngx_http_llm_params_finish(ngx_http_llm_job_t *job)
 
     for (i = job->n_prompts; i > 0; i--) {
         p = &job->prompts[i - 1];
+
+        if (job->truncate_prompt_tokens >= 0
+            && p->n > job->truncate_prompt_tokens)
+        {
+            ngx_memmove(p->ids, p->ids + p->n - job->truncate_prompt_tokens,
+                        job->truncate_prompt_tokens * sizeof(int32_t));
+            p->n = job->truncate_prompt_tokens;
+        }
 
         if (p->n >= job->max_model_len) {
             ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, param,

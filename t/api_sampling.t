@@ -443,6 +443,93 @@ my $sb = $t->post($cmpl, { %samp, prompt => 'Hi', max_tokens => 8, seed => 2 });
 isnt($sa->{json}{choices}[0]{text}, $sb->{json}{choices}[0]{text},
      'another seed, another sample');
 
+# --- vLLM's include_stop_str_in_output, skip_special_tokens,
+#     allowed_token_ids and truncate_prompt_tokens ---
+
+SKIP: {
+    skip 'no ASCII tokens to put a stop string across', 2 unless $stop_body;
+    my $stop = $stop_body->{stop}[1];
+    my $want = substr($text, 0, index($text, $stop) + length($stop));
+    $r = $t->post($cmpl, { %$stop_body, stop => [$stop],
+                           include_stop_str_in_output => \1 });
+    is($r->{json}{choices}[0]{text}, $want,
+       'include_stop_str_in_output: the text ends with the stop string');
+    $sr = $t->stream($cmpl, { %$stop_body, stop => [$stop], stream => \1,
+                              include_stop_str_in_output => \1 });
+    @chunks = grep { ref } @{ $sr->{events} };
+    is(join('', map { $_->{choices}[0]{text} } @chunks), $want,
+       'include_stop_str_in_output, streamed: the same text');
+}
+my $first_text = $t->post('/v1/detokenize', { tokens => [$first] })->{json}{prompt};
+$r = $t->post($cmpl, { %greedy, stop_token_ids => [$first] });
+is($r->{json}{choices}[0]{text}, '', 'a stop token\'s text is not shown');
+$r = $t->post($cmpl, { %greedy, stop_token_ids => [$first],
+                       include_stop_str_in_output => \1 });
+is($r->{json}{choices}[0]{text}, $first_text,
+   'include_stop_str_in_output: the stop token\'s text is shown');
+is($r->{json}{choices}[0]{stop_reason}, $first, 'and stop_reason is its id');
+$r = $t->post($cmpl, { %greedy, ignore_eos => \0, logit_bias => { $eos => 100 },
+                       include_stop_str_in_output => \1 });
+is($r->{json}{choices}[0]{text}, '',
+   'include_stop_str_in_output: EOS is a special token, skipped');
+$r = $t->post($cmpl, { %greedy, ignore_eos => \0, logit_bias => { $eos => 100 },
+                       include_stop_str_in_output => \1,
+                       skip_special_tokens => \0 });
+is($r->{json}{choices}[0]{text}, '<|eot_id|>',
+   'with skip_special_tokens false: EOS is shown');
+
+my $bot = 128000;   # <|begin_of_text|>, special, not EOS
+$r = $t->post($cmpl, { %greedy, logit_bias => { $bot => 100 } });
+is($r->{json}{choices}[0]{text}, '', 'special tokens are skipped by default');
+is($r->{json}{usage}{completion_tokens}, 5, 'though generated and counted');
+$sr = $t->stream($cmpl, { %greedy, logit_bias => { $bot => 100 },
+                          skip_special_tokens => \0, stream => \1 });
+@chunks = grep { ref } @{ $sr->{events} };
+is(join('', map { $_->{choices}[0]{text} } @chunks), '<|begin_of_text|>' x 5,
+   'skip_special_tokens false, streamed: each shown');
+$r = $t->post($chat, { messages => \@msgs, temperature => 0, max_tokens => 3,
+                       ignore_eos => \1, logit_bias => { $bot => 100 },
+                       skip_special_tokens => \0 });
+is($r->{json}{choices}[0]{message}{content}, '<|begin_of_text|>' x 3,
+   'skip_special_tokens false in chat');
+
+my @allowed = (9906, 1917, 13, 279);    # Hello, " world", ".", " the"
+my %allowed_text = map {
+    ($t->post('/v1/detokenize', { tokens => [$_] })->{json}{prompt}, 1)
+} @allowed;
+for my $case ([ 'sampled', { %samp, seed => 5 } ],
+              [ 'greedy', { temperature => 0, ignore_eos => \1 } ])
+{
+    my ($name, $extra) = @$case;
+    $r = $t->post($cmpl, { %$extra, prompt => 'Once upon a time',
+                           max_tokens => 12, logprobs => 1,
+                           allowed_token_ids => \@allowed });
+    my $lp = $r->{json}{choices}[0]{logprobs};
+    my @out = grep { !$allowed_text{$_} } @{ $lp->{tokens} };
+    ok(@{ $lp->{tokens} } == 12 && !@out,
+       "allowed_token_ids, $name: 12 tokens, each one of the four")
+        or diag explain $lp->{tokens};
+}
+$r = $t->post($cmpl, { %samp, prompt => 'Once upon a time', max_tokens => 12,
+                       seed => 5, allowed_token_ids => \@allowed, n => 2 });
+ok(!grep({ my $x = $_; $x =~ s/Hello| world|\.| the//g; $x ne '' }
+         @{ texts($r) }), 'allowed_token_ids with n=2: both samples');
+
+my @ids = (1000 .. 1011);
+my $full = $t->post($cmpl, { %greedy, prompt => [ @ids[8 .. 11] ] });
+$r = $t->post($cmpl, { %greedy, prompt => \@ids, truncate_prompt_tokens => 4 });
+is($r->{json}{usage}{prompt_tokens}, 4,
+   'truncate_prompt_tokens 4: four prompt tokens');
+is($r->{json}{choices}[0]{text}, $full->{json}{choices}[0]{text},
+   'truncate_prompt_tokens 4: the output of the last four alone');
+$r = $t->post($cmpl, { %greedy, prompt => \@ids, truncate_prompt_tokens => -1 });
+is($r->{json}{usage}{prompt_tokens}, 12, 'truncate_prompt_tokens -1: no cut');
+my $chat_full = $t->post($chat, { messages => \@msgs, max_tokens => 1 });
+$r = $t->post($chat, { messages => \@msgs, max_tokens => 1,
+                       truncate_prompt_tokens => 3 });
+ok($chat_full->{json}{usage}{prompt_tokens} > 3
+   && $r->{json}{usage}{prompt_tokens} == 3, 'truncate_prompt_tokens in chat');
+
 # --- validation: 400 naming the parameter ---
 
 sub bad {
@@ -495,6 +582,24 @@ bad('a prompt list mixing in a number', $cmpl, { prompt => [ 'a', 5 ] },
     'prompt', qr/prompt\[1\] must be a non-empty string or a non-empty list/);
 bad('an empty token list in the prompts', $cmpl, { prompt => [ [1], [] ] },
     'prompt', qr/prompt\[1\] .*an empty list/);
+bad('allowed_token_ids empty', $cmpl, { prompt => 'a', allowed_token_ids => [] },
+    'allowed_token_ids', qr/^allowed_token_ids is not None and empty!$/);
+bad('allowed_token_ids out of the vocabulary', $cmpl, { prompt => 'a',
+    allowed_token_ids => [ 5, 999999 ] }, 'allowed_token_ids',
+    qr/^allowed_token_ids contains out-of-vocab token id!$/);
+bad('allowed_token_ids not a list', $cmpl, { prompt => 'a',
+    allowed_token_ids => 5 }, 'allowed_token_ids', qr/must be a list of integers/);
+bad('skip_special_tokens not a boolean', $cmpl, { prompt => 'a',
+    skip_special_tokens => 0 }, 'skip_special_tokens', qr/must be a boolean/);
+bad('include_stop_str_in_output not a boolean', $chat, { %m,
+    include_stop_str_in_output => 'yes' }, 'include_stop_str_in_output',
+    qr/must be a boolean/);
+bad('truncate_prompt_tokens -2', $cmpl, { prompt => 'a',
+    truncate_prompt_tokens => -2 }, 'truncate_prompt_tokens',
+    qr/greater than or equal to -1/);
+bad('truncate_prompt_tokens above max_model_len', $chat, { %m,
+    truncate_prompt_tokens => 100000 }, 'truncate_prompt_tokens',
+    qr/^truncate_prompt_tokens value \(100000\) is greater than max_model_len \(\d+\)\. Please, select a smaller truncation size\.$/);
 
 $t->done;
 done_testing();

@@ -166,6 +166,34 @@ main(void)
         p.min_tokens = 0;
     }
 
+    /* allowed_token_ids: only those, greedy the best of them; the
+     * logprob stays the raw one */
+    {
+        static const int32_t  allowed[] = { 3, 6, 0 };
+
+        params(&p);
+        p.temperature = 1.0f;
+        p.allowed_token_ids = allowed;
+        p.n_allowed_token_ids = 3;
+        llm_rng_seed(&rng, 9);
+        memset(counts, 0, sizeof(counts));
+        for (i = 0; i < 3000; i++) {
+            counts[sample(&s, logits, &p, &rng, NULL, 0, NULL)]++;
+        }
+        tap_ok(counts[0] && counts[3] && counts[6]
+               && counts[0] + counts[3] + counts[6] == 3000,
+               "allowed_token_ids: 3000 samples, all of the three (%d %d %d)",
+               counts[0], counts[3], counts[6]);
+        p.temperature = 0.0f;
+        p.logprobs = 0;
+        n = sample(&s, logits, &p, &rng, NULL, 0, &lp);
+        for (i = 0, z = 0; i < V; i++) {
+            z += exp(logits[i]);
+        }
+        tap_ok(n == 0 && fabs(lp.logprob - (logits[0] - log(z))) < 1e-5,
+               "allowed_token_ids, greedy: the best allowed, raw logprob");
+    }
+
     /* logprobs come from the raw logits */
     params(&p);
     p.temperature = 0.0f;
