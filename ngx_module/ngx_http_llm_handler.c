@@ -93,6 +93,21 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
         return ngx_http_llm_response_handler(r);
     }
 
+    if (route == NGX_HTTP_LLM_ROUTE_RESPONSE_CANCEL) {
+        rc = ngx_http_discard_request_body(r);
+        if (rc != NGX_OK) {
+            return rc;
+        }
+
+        if (r->method != NGX_HTTP_POST) {
+            return ngx_http_llm_send_not_allowed(r, "POST",
+                                                 "Method Not Allowed: use "
+                                                 "POST for \"%V\"", &r->uri);
+        }
+
+        return ngx_http_llm_response_handler(r);
+    }
+
     if (r->method != NGX_HTTP_POST) {
         rc = ngx_http_discard_request_body(r);
         if (rc != NGX_OK) {
@@ -184,15 +199,24 @@ ngx_http_llm_route(ngx_http_request_t *r)
     }
 
     /*
-     * "/responses/{id}": the id is the last segment ("resp_..."); more
-     * segments (OpenAI's ".../cancel", ".../input_items") are not served
+     * "/responses/{id}" and "/responses/{id}/cancel": the id is one
+     * segment ("resp_..."); others (OpenAI's ".../input_items") are not
+     * served
      */
     p = ngx_strlcasestrn(uri->data, last, (u_char *) "/responses/", 11 - 1);
 
-    if (p && p + 11 < last
-        && ngx_strlchr(p + 11, last, '/') == NULL)
-    {
-        return NGX_HTTP_LLM_ROUTE_RESPONSE;
+    if (p && p + 11 < last) {
+        p = ngx_strlchr(p + 11, last, '/');
+
+        if (p == NULL) {
+            return NGX_HTTP_LLM_ROUTE_RESPONSE;
+        }
+
+        if (last - p == 7 && ngx_strncmp(p, "/cancel", 7) == 0
+            && p > uri->data && p[-1] != '/')
+        {
+            return NGX_HTTP_LLM_ROUTE_RESPONSE_CANCEL;
+        }
     }
 
     return NGX_HTTP_LLM_ROUTE_NONE;

@@ -531,10 +531,12 @@ ngx_http_llm_responses_store(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j,
 
 /*
  * GET .../responses/{id}: the stored response object, the bytes that were
- * sent; DELETE: it leaves the store, answered as OpenAI answers.  An id
- * that is not in this worker's store (never stored, store false, evicted,
- * deleted, or still generating) is a 404 naming it, as in vLLM.  Retrieving
- * as a stream (?stream=true, OpenAI's replay of the events) is refused.
+ * sent; DELETE: it leaves the store, answered as OpenAI answers; POST
+ * .../cancel: vLLM's answer for a response that is not a background one
+ * (every stored response here has finished).  An id that is not in this
+ * worker's store (never stored, store false, evicted, deleted, or still
+ * generating) is a 404 naming it, as in vLLM.  Retrieving as a stream
+ * (?stream=true, OpenAI's replay of the events) is refused.
  */
 
 ngx_int_t
@@ -546,6 +548,10 @@ ngx_http_llm_response_handler(ngx_http_request_t *r)
     ngx_http_llm_json_t   j;
 
     last = r->uri.data + r->uri.len;
+
+    if (r->method == NGX_HTTP_POST) {
+        last -= sizeof("/cancel") - 1;
+    }
 
     for (p = last; p > r->uri.data && p[-1] != '/'; p--) {
         /* void */
@@ -568,7 +574,8 @@ ngx_http_llm_response_handler(ngx_http_request_t *r)
         return ngx_http_llm_send_json(r, NGX_HTTP_OK, &j);
     }
 
-    if (ngx_http_arg(r, (u_char *) "stream", 6, &value) == NGX_OK
+    if (r->method != NGX_HTTP_POST
+        && ngx_http_arg(r, (u_char *) "stream", 6, &value) == NGX_OK
         && value.len == 4 && ngx_strncasecmp(value.data, (u_char *) "true", 4)
                              == 0)
     {
@@ -586,6 +593,13 @@ ngx_http_llm_response_handler(ngx_http_request_t *r)
 
     if (rc == NGX_DECLINED) {
         goto not_found;
+    }
+
+    if (r->method == NGX_HTTP_POST) {
+        return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
+                                       "invalid_request_error", NULL,
+                                       "Cannot cancel a synchronous "
+                                       "response.");
     }
 
     j.start = body.data;

@@ -7,7 +7,8 @@
 # event:/data: framing and sequence numbers 0, 1, 2 ..., metrics at the top
 # level and only in response.completed when streaming, input items,
 # instructions, tools, logprobs, the store for previous_response_id and
-# for GET and DELETE /v1/responses/{id} (the same bytes again, store false,
+# for GET and DELETE /v1/responses/{id} and POST .../cancel (the same bytes
+# again, store false,
 # unknown and deleted ids, 405, eviction by llm_responses_store's bounds),
 # and the validation errors.
 
@@ -126,6 +127,12 @@ is($ad->{previous}{status}, 404, 'previous_response_id of a deleted id: 404');
 is($ad->{previous}{param}, 'previous_response_id',
    'previous_response_id of a deleted id: refused as an unknown one');
 is($o->{retrieve_unknown}{status}, 404, 'retrieve of an unknown id: 404');
+is($o->{cancel}{status}, 400, 'cancel of a finished response: 400');
+is($o->{cancel}{name}, 'BadRequestError', 'cancel: the client\'s BadRequestError');
+is($o->{cancel}{message}, '400 Cannot cancel a synchronous response.',
+   'cancel: vLLM\'s message');
+is($o->{cancel_unknown}{status}, 404, 'cancel of an unknown id: 404');
+is($o->{cancel_unknown}{param}, 'response_id', 'cancel of an unknown id: param');
 
 # --- the body: vLLM's key order, nulls included ---
 
@@ -345,9 +352,15 @@ is($r->{status}, 200, 'POST /v1/responses itself is still POST');
 $r = $t->get($resp);
 is($r->{headers}{allow}, 'POST', 'GET /v1/responses: 405, Allow: POST');
 $r = $t->post("$resp/$r1->{json}{id}/cancel", {});
-is($r->{status}, 404, '.../{id}/cancel: no such endpoint');
+is($r->{status}, 400, 'POST .../{id}/cancel of a finished response: 400');
+is($r->{json}{error}{type}, 'invalid_request_error', 'cancel: vLLM\'s type');
+$r = $t->get("$resp/$r1->{json}{id}/cancel");
+is($r->{status}, 405, 'GET .../cancel: 405');
+is($r->{headers}{allow}, 'POST', 'GET .../cancel: Allow: POST');
+$r = $t->post("$resp/$r1->{json}{id}/input_items", {});
+is($r->{status}, 404, '.../{id}/input_items: no such endpoint');
 like($r->{json}{error}{message} // '', qr/no API endpoint/,
-     '.../{id}/cancel: the 404 of unknown paths');
+     '.../{id}/input_items: the 404 of unknown paths');
 
 $r = $t->request('DELETE', "$resp/$r2->{json}{id}");
 is($r->{status}, 200, 'DELETE: 200');

@@ -2,8 +2,9 @@
 // unmodified: responses.create (plain and streamed), the responses.stream()
 // helper's final response, a continuation by previous_response_id, an
 // unknown previous_response_id, responses.retrieve of a plain and of a
-// streamed response, and responses.delete (then retrieve, delete and
-// previous_response_id of the deleted id).  Prints one JSON object with
+// streamed response, responses.cancel of a finished and of an unknown one,
+// and responses.delete (then retrieve, delete and previous_response_id of
+// the deleted id).  Prints one JSON object with
 // what the client returned; t/api_responses.t checks it.
 // usage: node t/nginx/responses_client.mjs BASE_URL MODEL
 import { createRequire } from 'module';
@@ -63,6 +64,8 @@ out.error = await failure(() => client.responses.create({
 
 out.retrieved = await client.responses.retrieve(out.plain.id);
 out.retrieved_stream = await client.responses.retrieve(out.stream.completed.id);
+out.cancel = await failure(() => client.responses.cancel(out.plain.id));
+out.cancel_unknown = await failure(() => client.responses.cancel('resp_nope'));
 out.deleted = await client.responses.delete(out.next.id) ?? null;
 out.after_delete = {
     retrieve: await failure(() => client.responses.retrieve(out.next.id)),
