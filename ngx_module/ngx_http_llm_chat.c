@@ -464,7 +464,10 @@ ngx_http_llm_chat_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
             ngx_http_llm_json_lit(j, ",\"completion_tokens\":0}");
         }
 
-        ngx_http_llm_json_lit(j, ",\"prompt_token_ids\":null}\n\n");
+        ngx_http_llm_json_lit(j, ",\"prompt_token_ids\":");
+        ngx_http_llm_token_ids(j, ctx->job, ctx->seqs[i].prompt->ids,
+                               ctx->seqs[i].prompt->n);
+        ngx_http_llm_json_lit(j, "}\n\n");
     }
 
     ctx->role_sent = 1;
@@ -502,7 +505,9 @@ ngx_http_llm_chat_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
             ngx_http_llm_stop_reason(j, seq);
         }
 
-        ngx_http_llm_json_lit(j, ",\"token_ids\":null}]");
+        ngx_http_llm_json_lit(j, ",\"token_ids\":");
+        ngx_http_llm_token_ids(j, ctx->job, seq->ids, seq->n_ids);
+        ngx_http_llm_json_lit(j, "}]");
 
         if (ctx->continuous_usage) {
             ngx_http_llm_json_lit(j, ",\"usage\":");
@@ -559,7 +564,9 @@ ngx_http_llm_chat_body(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
         ngx_http_llm_json_cstr(j, llm_finish_reason_str(seq->finish));
         ngx_http_llm_json_lit(j, ",\"stop_reason\":");
         ngx_http_llm_stop_reason(j, seq);
-        ngx_http_llm_json_lit(j, ",\"token_ids\":null}");
+        ngx_http_llm_json_lit(j, ",\"token_ids\":");
+        ngx_http_llm_token_ids(j, ctx->job, seq->ids, seq->n_ids);
+        ngx_http_llm_json_lit(j, "}");
     }
 
     ngx_http_llm_json_lit(j, "],\"service_tier\":null,"
@@ -576,8 +583,11 @@ ngx_http_llm_chat_body(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
         ngx_http_llm_json_lit(j, "null");
     }
 
-    ngx_http_llm_json_lit(j, ",\"prompt_token_ids\":null,"
-                          "\"kv_transfer_params\":null,\"metrics\":");
+    ngx_http_llm_json_lit(j, ",\"prompt_token_ids\":");
+    ngx_http_llm_token_ids(j, ctx->job, ctx->n_seqs ? ctx->seqs[0].prompt->ids
+                                                    : NULL,
+                           ctx->n_seqs ? ctx->seqs[0].prompt->n : 0);
+    ngx_http_llm_json_lit(j, ",\"kv_transfer_params\":null,\"metrics\":");
     ngx_http_llm_metrics_body(j, ctx);
     ngx_http_llm_json_lit(j, "}");
 

@@ -351,7 +351,8 @@ static void
 ngx_http_llm_completions_choice(ngx_http_llm_json_t *j,
     ngx_http_llm_seq_t *seq, ngx_uint_t stream)
 {
-    ngx_uint_t  echo;
+    ngx_uint_t           echo;
+    ngx_http_llm_job_t  *job;
 
     /* the choice's first text echoes the prompt: so do its logprobs */
     echo = (seq->prompt->echo != NULL && !seq->echoed);
@@ -381,13 +382,29 @@ ngx_http_llm_completions_choice(ngx_http_llm_json_t *j,
     ngx_http_llm_json_lit(j, ",\"stop_reason\":");
     ngx_http_llm_stop_reason(j, seq);
 
+    job = seq->ctx->job;
+
     if (stream) {
-        ngx_http_llm_json_lit(j, ",\"prompt_token_ids\":null,"
-                              "\"token_ids\":null}");
+        /* vLLM: the prompt's ids in the choice's first chunk only */
+        ngx_http_llm_json_lit(j, ",\"prompt_token_ids\":");
+
+        if (seq->prompt_ids_sent) {
+            ngx_http_llm_json_lit(j, "null");
+
+        } else {
+            ngx_http_llm_token_ids(j, job, seq->prompt->ids, seq->prompt->n);
+            seq->prompt_ids_sent = 1;
+        }
+
+        ngx_http_llm_json_lit(j, ",\"token_ids\":");
+        ngx_http_llm_token_ids(j, job, seq->ids, seq->n_ids);
+        ngx_http_llm_json_lit(j, "}");
         return;
     }
 
-    ngx_http_llm_json_lit(j, ",\"token_ids\":null,\"prompt_logprobs\":");
+    ngx_http_llm_json_lit(j, ",\"token_ids\":");
+    ngx_http_llm_token_ids(j, job, seq->ids, seq->n_ids);
+    ngx_http_llm_json_lit(j, ",\"prompt_logprobs\":");
 
     if (seq->ctx->job->sp.prompt_logprobs >= 0) {
         ngx_http_llm_prompt_logprobs(j, seq);
@@ -396,7 +413,9 @@ ngx_http_llm_completions_choice(ngx_http_llm_json_t *j,
         ngx_http_llm_json_lit(j, "null");
     }
 
-    ngx_http_llm_json_lit(j, ",\"prompt_token_ids\":null}");
+    ngx_http_llm_json_lit(j, ",\"prompt_token_ids\":");
+    ngx_http_llm_token_ids(j, job, seq->prompt->ids, seq->prompt->n);
+    ngx_http_llm_json_lit(j, "}");
 }
 
 

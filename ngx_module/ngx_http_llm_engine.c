@@ -625,6 +625,7 @@ ngx_http_llm_append(ngx_http_llm_seq_t *seq, const llm_output *out)
     size_t               size;
     u_char              *p;
     ngx_pool_t          *pool;
+    int32_t             *ids;
     llm_token_logprob   *lp;
     ngx_http_llm_ctx_t  *ctx;
 
@@ -651,6 +652,25 @@ ngx_http_llm_append(ngx_http_llm_seq_t *seq, const llm_output *out)
     }
 
     seq->new_ids += out->n_ids;
+
+    if (ctx->job->return_token_ids && out->n_ids) {
+        if (seq->n_ids + out->n_ids > seq->ids_cap) {
+            size = ngx_max(seq->ids_cap * 2, seq->n_ids + out->n_ids);
+
+            ids = ngx_palloc(pool, size * sizeof(int32_t));
+            if (ids == NULL) {
+                return NGX_ERROR;
+            }
+
+            ngx_memcpy(ids, seq->ids, seq->n_ids * sizeof(int32_t));
+            seq->ids = ids;
+            seq->ids_cap = size;
+        }
+
+        ngx_memcpy(seq->ids + seq->n_ids, out->ids,
+                   out->n_ids * sizeof(int32_t));
+        seq->n_ids += out->n_ids;
+    }
 
     if (out->logprobs && out->n_ids) {
         if (seq->n_lp + out->n_ids > seq->lp_cap) {

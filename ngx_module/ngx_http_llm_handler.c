@@ -731,6 +731,7 @@ ngx_http_llm_seq_written(ngx_http_llm_seq_t *seq)
     } else {
         seq->text_len = 0;
         seq->n_lp = 0;
+        seq->n_ids = 0;
     }
 
     seq->new_ids = 0;

@@ -448,3 +448,30 @@ ngx_http_llm_utf8_chars(ngx_str_t *s)
 
     return n;
 }
+
+
+/* vLLM's return_token_ids: the ids as a list, else null */
+
+void
+ngx_http_llm_token_ids(ngx_http_llm_json_t *j, ngx_http_llm_job_t *job,
+    const int32_t *ids, ngx_uint_t n)
+{
+    ngx_uint_t  i;
+
+    if (!job->return_token_ids) {
+        ngx_http_llm_json_lit(j, "null");
+        return;
+    }
+
+    ngx_http_llm_json_lit(j, "[");
+
+    for (i = 0; i < n; i++) {
+        if (i) {
+            ngx_http_llm_json_lit(j, ",");
+        }
+
+        ngx_http_llm_json_int(j, ids[i]);
+    }
+
+    ngx_http_llm_json_lit(j, "]");
+}

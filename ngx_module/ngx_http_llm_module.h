@@ -168,6 +168,7 @@ typedef struct {
     unsigned                    add_generation_prompt:1;
     unsigned                    echo_requested:1;
     unsigned                    token_strs:1;  /* return_token_strs */
+    unsigned                    return_token_ids:1;
 } ngx_http_llm_job_t;
 
 
@@ -196,6 +197,11 @@ typedef struct {
     ngx_uint_t                  lp_cap;
     size_t                      text_offset;   /* completions text_offset */
 
+    /* token ids not yet written (return_token_ids), as lp */
+    int32_t                    *ids;
+    ngx_uint_t                  n_ids;
+    ngx_uint_t                  ids_cap;
+
     /* prompt logprobs: prompt->n - 1 records, token i + 1 in record i */
     llm_token_logprob          *plp;
     ngx_uint_t                  n_plp;
@@ -211,6 +217,7 @@ typedef struct {
     unsigned                    echoed:1;
     unsigned                    engine_done:1; /* the engine finished it */
     unsigned                    finish_sent:1; /* stream: its last chunk */
+    unsigned                    prompt_ids_sent:1;
 } ngx_http_llm_seq_t;
 
 
@@ -385,6 +392,8 @@ void ngx_http_llm_prompt_logprobs(ngx_http_llm_json_t *j,
     ngx_http_llm_seq_t *seq);
 void ngx_http_llm_stop_reason(ngx_http_llm_json_t *j,
     ngx_http_llm_seq_t *seq);
+void ngx_http_llm_token_ids(ngx_http_llm_json_t *j, ngx_http_llm_job_t *job,
+    const int32_t *ids, ngx_uint_t n);
 
 /* ngx_http_llm_models.c */
 ngx_int_t ngx_http_llm_models_handler(ngx_http_request_t *r,

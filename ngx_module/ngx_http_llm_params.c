@@ -219,6 +219,13 @@ ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job, yajl_val root)
 
     sp->allowed_token_ids = job->allowed_ids;
 
+    rc = ngx_http_llm_job_bool(job, root, "return_token_ids", &flag);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
+        return NGX_ERROR;
+    }
+
+    job->return_token_ids = (rc == NGX_HTTP_LLM_FIELD_PRESENT && flag);
+
     /* vLLM's truncate_prompt_tokens: keep the prompt's last n tokens */
 
     job->truncate_prompt_tokens = -1;

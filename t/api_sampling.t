@@ -530,6 +530,42 @@ $r = $t->post($chat, { messages => \@msgs, max_tokens => 1,
 ok($chat_full->{json}{usage}{prompt_tokens} > 3
    && $r->{json}{usage}{prompt_tokens} == 3, 'truncate_prompt_tokens in chat');
 
+# --- vLLM's return_token_ids ---
+
+my $prompt_ids = $t->post('/v1/tokenize',
+                          { prompt => 'Once upon a time' })->{json}{tokens};
+$r = $t->post($cmpl, { %greedy, return_token_ids => \1 });
+is_deeply($r->{json}{choices}[0]{token_ids}, $g->{ids},
+          'return_token_ids: the choice\'s token_ids are the generated ids');
+is_deeply($r->{json}{choices}[0]{prompt_token_ids}, $prompt_ids,
+          'return_token_ids: prompt_token_ids are the prompt\'s');
+$r = $t->post($cmpl, { %greedy });
+ok(exists $r->{json}{choices}[0]{token_ids}
+   && !defined $r->{json}{choices}[0]{token_ids}, 'without it: null');
+$sr = $t->stream($cmpl, { %greedy, return_token_ids => \1, stream => \1 });
+@chunks = grep { ref && @{ $_->{choices} } } @{ $sr->{events} };
+is_deeply([ map { @{ $_->{choices}[0]{token_ids} } } @chunks ], $g->{ids},
+          'return_token_ids, streamed: the chunks\' token_ids add up');
+is_deeply($chunks[0]{choices}[0]{prompt_token_ids}, $prompt_ids,
+          'streamed: prompt_token_ids in the first chunk');
+ok(!grep({ defined $_->{choices}[0]{prompt_token_ids} } @chunks[1 .. $#chunks]),
+   'streamed: and only there');
+my $chat_ids = $t->post('/v1/tokenize', { messages => \@msgs })->{json}{tokens};
+$r = $t->post($chat, { messages => \@msgs, temperature => 0, max_tokens => 4,
+                       ignore_eos => \1, return_token_ids => \1, n => 1 });
+is_deeply($r->{json}{prompt_token_ids}, $chat_ids,
+          'chat: prompt_token_ids at the top level');
+is(scalar @{ $r->{json}{choices}[0]{token_ids} }, 4, 'chat: four token_ids');
+$sr = $t->stream($chat, { messages => \@msgs, temperature => 0, max_tokens => 4,
+                          ignore_eos => \1, return_token_ids => \1,
+                          stream => \1 });
+@chunks = grep { ref && @{ $_->{choices} } } @{ $sr->{events} };
+is_deeply($chunks[0]{prompt_token_ids}, $chat_ids,
+          'chat stream: prompt_token_ids in the role chunk');
+is_deeply([ map { @{ $_->{choices}[0]{token_ids} // [] } } @chunks[1 .. $#chunks] ],
+          $r->{json}{choices}[0]{token_ids},
+          'chat stream: the chunks\' token_ids add up to the body\'s');
+
 # --- validation: 400 naming the parameter ---
 
 sub bad {
@@ -594,6 +630,8 @@ bad('skip_special_tokens not a boolean', $cmpl, { prompt => 'a',
 bad('include_stop_str_in_output not a boolean', $chat, { %m,
     include_stop_str_in_output => 'yes' }, 'include_stop_str_in_output',
     qr/must be a boolean/);
+bad('return_token_ids not a boolean', $cmpl, { prompt => 'a',
+    return_token_ids => 1 }, 'return_token_ids', qr/must be a boolean/);
 bad('truncate_prompt_tokens -2', $cmpl, { prompt => 'a',
     truncate_prompt_tokens => -2 }, 'truncate_prompt_tokens',
     qr/greater than or equal to -1/);
