@@ -564,6 +564,7 @@ int
 llm_engine_submit_shared(llm_engine *e, llm_request *r, llm_request *leader)
 {
     if (r->submitted || leader == r || r->n_prompt != leader->n_prompt
+        || r->cache_root != leader->cache_root
         || memcmp(r->tokens, leader->tokens,
                   sizeof(int32_t) * r->n_prompt) != 0)
     {

@@ -171,6 +171,25 @@ llm_blocks_key(uint64_t parent, const int32_t *tokens)
 }
 
 
+/* FNV-1a over the salt's bytes and the same final mix; never 0, the key
+ * of no salt.  Not a cryptographic hash: it separates tenants that keep
+ * their salts to themselves, as vLLM's does. */
+uint64_t
+llm_blocks_salt_key(const char *salt)
+{
+    uint64_t  h = 0x84222325cbf29ce4ULL;
+
+    for ( /* void */ ; *salt; salt++) {
+        h ^= (unsigned char) *salt;
+        h *= 0x100000001b3ULL;
+    }
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h ? h : 1;
+}
+
+
 int32_t
 llm_blocks_lookup(llm_block_pool *p, uint64_t key, const int32_t *tokens)
 {

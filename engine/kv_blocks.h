@@ -45,8 +45,11 @@ int llm_blocks_free_count(const llm_block_pool *p);
 /* Blocks held by someone: the KV usage the engine reports. */
 int llm_blocks_used_count(const llm_block_pool *p);
 
-/* The key of a full block: parent's key chained with its 16 tokens. */
+/* The key of a full block: parent's key chained with its 16 tokens.  The
+ * first block's parent is 0, or the key of the request's cache_salt, so
+ * requests with different salts share no block (vLLM's cache_salt). */
 uint64_t llm_blocks_key(uint64_t parent, const int32_t *tokens);
+uint64_t llm_blocks_salt_key(const char *salt);
 /* The cached block with this key and these tokens, taking a reference; -1
  * on a miss. */
 int32_t llm_blocks_lookup(llm_block_pool *p, uint64_t key,

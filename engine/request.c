@@ -142,6 +142,10 @@ llm_sampling_params_validate(const llm_sampling_params *p,
                     p->logit_bias_ids[i], m->config.vocab_size);
         }
     }
+    if (p->cache_salt != NULL && p->cache_salt[0] == '\0') {
+        LLM_BAD("cache_salt", "Parameter 'cache_salt' must be a non-empty "
+                "string if provided.");
+    }
     if (p->allowed_token_ids != NULL && p->n_allowed_token_ids == 0) {
         LLM_BAD("allowed_token_ids", "allowed_token_ids is not None and "
                 "empty!");
@@ -227,6 +231,10 @@ llm_request_create(llm_engine *e, const int32_t *prompt, int n_prompt,
                                 sizeof(float) * p->n_logit_bias);
     r->params.logit_bias_ids = r->bias_ids;
     r->params.logit_bias_values = r->bias_values;
+    if (p->cache_salt) {
+        r->cache_root = llm_blocks_salt_key(p->cache_salt);
+        r->params.cache_salt = NULL;    /* only its key is kept */
+    }
     r->allowed_ids = llm_memdup(p->allowed_token_ids,
                                 sizeof(int32_t) * p->n_allowed_token_ids);
     r->params.allowed_token_ids = r->allowed_ids;

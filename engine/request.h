@@ -74,6 +74,7 @@ struct llm_request {
     int32_t            *blocks;         /* block table */
     int                 n_blocks, cap_blocks;
     uint64_t           *keys;           /* prefix-cache keys of full blocks */
+    uint64_t            cache_root;     /* the first block's parent key */
     int                 n_keys;
     llm_rng             rng;
     llm_detok          *detok;

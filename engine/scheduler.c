@@ -269,7 +269,7 @@ static int
 llm_sched_prefix_hits(llm_engine *e, llm_request *r)
 {
     int       i, max = (r->n_tokens - 1) / LLM_BLOCK_SIZE;
-    uint64_t  key, parent = 0;
+    uint64_t  key, parent = r->cache_root;
     int32_t   b;
 
     if (!e->blocks.caching) {
@@ -310,7 +310,7 @@ llm_sched_register_blocks(llm_engine *e, llm_request *r)
         return;
     }
     for (i = r->n_keys; i < r->n_computed / LLM_BLOCK_SIZE; i++) {
-        key = llm_blocks_key(i ? r->keys[i - 1] : 0,
+        key = llm_blocks_key(i ? r->keys[i - 1] : r->cache_root,
                              r->tokens + (size_t) i * LLM_BLOCK_SIZE);
         llm_blocks_register(&e->blocks, r->blocks[i], key,
                             r->tokens + (size_t) i * LLM_BLOCK_SIZE);

@@ -76,6 +76,7 @@ ngx_http_llm_job_free(void *data)
 
     free(job->stop_ids);
     free(job->allowed_ids);
+    free(job->cache_salt);
     free(job->bias_ids);
     free(job->bias_values);
     free(job->text);

@@ -117,6 +117,7 @@ ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job, yajl_val root)
     double                d;
     int64_t               n;
     ngx_int_t             rc;
+    yajl_val              v;
     ngx_uint_t            i, flag;
     llm_sampling_params  *sp = &job->sp;
 
@@ -218,6 +219,29 @@ ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job, yajl_val root)
     }
 
     sp->allowed_token_ids = job->allowed_ids;
+
+    /* vLLM's cache_salt: the prefix cache is shared only with the same
+     * salt (the engine checks that it is not empty) */
+
+    v = ngx_http_llm_json_get(root, "cache_salt");
+
+    if (v && !YAJL_IS_NULL(v)) {
+        if (!YAJL_IS_STRING(v)) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "cache_salt",
+                                   "Parameter 'cache_salt' must be a "
+                                   "non-empty string if provided.");
+            return NGX_ERROR;
+        }
+
+        job->cache_salt = strdup(v->u.string);
+        if (job->cache_salt == NULL) {
+            ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
+                                   "out of memory");
+            return NGX_ERROR;
+        }
+
+        sp->cache_salt = job->cache_salt;
+    }
 
     rc = ngx_http_llm_job_bool(job, root, "return_token_ids", &flag);
     if (rc == NGX_HTTP_LLM_FIELD_INVALID) {

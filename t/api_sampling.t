@@ -566,6 +566,26 @@ is_deeply([ map { @{ $_->{choices}[0]{token_ids} // [] } } @chunks[1 .. $#chunks
           $r->{json}{choices}[0]{token_ids},
           'chat stream: the chunks\' token_ids add up to the body\'s');
 
+# --- vLLM's cache_salt: the prefix cache is shared within a salt only ---
+
+my @long = (2000 .. 2049);      # 50 tokens: three full blocks can be hits
+sub cached {
+    my (%extra) = @_;
+    my $x = $t->post($cmpl, { %greedy, prompt => \@long, max_tokens => 1,
+                              %extra });
+    return $x->{json}{usage}{prompt_tokens_details}{cached_tokens};
+}
+is(cached(cache_salt => 'tenant-a'), 0, 'cache_salt a: a first prompt, no hit');
+is(cached(cache_salt => 'tenant-a'), 48, 'cache_salt a again: 48 tokens hit');
+is(cached(cache_salt => 'tenant-b'), 0, 'cache_salt b: the same prompt, no hit');
+is(cached(), 0, 'no salt: no hit on the salted blocks');
+is(cached(), 48, 'no salt again: a hit');
+is(cached(cache_salt => 'tenant-b'), 48, 'cache_salt b again: its own hit');
+$r = $t->post($cmpl, { %samp, prompt => \@long, max_tokens => 2, n => 2,
+                       seed => 1, cache_salt => 'tenant-a' });
+is($r->{json}{usage}{prompt_tokens_details}{cached_tokens}, 48,
+   'cache_salt with n=2: the salt\'s hit, the samples share the prompt');
+
 # --- validation: 400 naming the parameter ---
 
 sub bad {
@@ -630,6 +650,10 @@ bad('skip_special_tokens not a boolean', $cmpl, { prompt => 'a',
 bad('include_stop_str_in_output not a boolean', $chat, { %m,
     include_stop_str_in_output => 'yes' }, 'include_stop_str_in_output',
     qr/must be a boolean/);
+bad('cache_salt empty', $cmpl, { prompt => 'a', cache_salt => '' },
+    'cache_salt', qr/^Parameter 'cache_salt' must be a non-empty string if provided\.$/);
+bad('cache_salt a number', $chat, { %m, cache_salt => 5 },
+    'cache_salt', qr/^Parameter 'cache_salt' must be a non-empty string if provided\.$/);
 bad('return_token_ids not a boolean', $cmpl, { prompt => 'a',
     return_token_ids => 1 }, 'return_token_ids', qr/must be a boolean/);
 bad('truncate_prompt_tokens -2', $cmpl, { prompt => 'a',
