@@ -83,6 +83,24 @@ llm_engine_take_cancellations(llm_engine *e, double now)
 }
 
 
+/* Structured output's alphabet, at its first use: every token's text, and
+ * which of them a JSON string takes as they are. */
+static void
+llm_engine_json_alphabet(llm_engine *e)
+{
+    llm_token_texts  *tt = &e->texts;
+    int32_t           i;
+
+    llm_tokenizer_token_texts(e->model->tokenizer, tt);
+    e->json_plain = llm_xmalloc((size_t) (tt->n ? tt->n : 1));
+    for (i = 0; i < tt->n; i++) {
+        e->json_plain[i] = tt->len[i] > 0
+                           && llm_json_plain(tt->bytes + tt->off[i],
+                                             (size_t) tt->len[i]);
+    }
+}
+
+
 static void
 llm_engine_sample_ctx(llm_engine *e, llm_request *r, int n_output,
     llm_sample_ctx *c)
@@ -95,6 +113,17 @@ llm_engine_sample_ctx(llm_engine *e, llm_request *r, int n_output,
     c->eos_ids = e->model->gen.eos_ids;
     c->n_eos = e->model->gen.n_eos;
     c->rng = &r->rng;
+    c->json = NULL;
+    c->texts = NULL;
+    c->json_plain = NULL;
+    if (r->params.json_object) {
+        if (e->texts.len == NULL) {
+            llm_engine_json_alphabet(e);
+        }
+        c->json = &r->json;
+        c->texts = &e->texts;
+        c->json_plain = e->json_plain;
+    }
 }
 
 
@@ -156,8 +185,8 @@ llm_engine_prompt_logprobs(llm_engine *e, llm_request *r,
 /* Whether this step samples on the device: the backend has
  * forward_sample, no request verifies drafts (rejection sampling needs the
  * logits on the host), none takes prompt logprobs (their rows are logits
- * rows that sample nothing) and none has allowed_token_ids (a mask of the
- * whole vocabulary, not a short list of changes).  If so, builds the rows in
+ * rows that sample nothing) and none has allowed_token_ids or structured
+ * output (masks of the whole vocabulary, not short lists of changes).  If so, builds the rows in
  * llm_engine_sample_step's order; each sampling row draws its uniform
  * number from its request's generator, as llm_sample() would. */
 static int
@@ -174,7 +203,7 @@ llm_engine_sample_plan(llm_engine *e)
     for (i = 0; i < s->step.n; i++) {
         r = s->step.items[i];
         if (r->n_draft > 0 || s->step_lp_rows[i] > 0
-            || r->params.n_allowed_token_ids > 0)
+            || r->params.n_allowed_token_ids > 0 || r->params.json_object)
         {
             return 0;
         }
@@ -508,6 +537,8 @@ llm_engine_destroy(llm_engine *e)
     free(e->ids);
     free(e->lps);
     llm_sample_rows_free(&e->srows);
+    llm_token_texts_free(&e->texts);
+    free(e->json_plain);
     llm_model_free(e->model);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);

@@ -105,6 +105,23 @@ llm_emit_text(llm_request *r, const char *s, size_t n)
 }
 
 
+/* Structured output: the grammar takes the accepted token's text.  The
+ * sampler offered only tokens it takes, so this cannot fail (a token past
+ * the texts, or one refused, leaves the state as it was). */
+static void
+llm_engine_json_advance(llm_engine *e, llm_request *r, int32_t id)
+{
+    llm_json_state  st = r->json;
+
+    if (id >= 0 && id < e->texts.n && e->texts.len[id] > 0
+        && llm_json_feed(&st, e->texts.bytes + e->texts.off[id],
+                         (size_t) e->texts.len[id]) == 0)
+    {
+        r->json = st;
+    }
+}
+
+
 void
 llm_engine_accept_token(llm_engine *e, llm_request *r, int32_t id,
     const llm_token_logprob *lp, double now)
@@ -154,6 +171,9 @@ llm_engine_accept_token(llm_engine *e, llm_request *r, int32_t id,
     if (stop && !r->params.include_stop_str_in_output) {
         llm_engine_finish(e, r, LLM_FINISH_STOP, now);
         return;
+    }
+    if (r->params.json_object && !llm_is_eos(e, id)) {
+        llm_engine_json_advance(e, r, id);
     }
     if (r->detok == NULL) {
         r->detok = llm_detok_create(e->model->tokenizer, r->tokens,

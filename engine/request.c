@@ -231,6 +231,7 @@ llm_request_create(llm_engine *e, const int32_t *prompt, int n_prompt,
                                 sizeof(float) * p->n_logit_bias);
     r->params.logit_bias_ids = r->bias_ids;
     r->params.logit_bias_values = r->bias_values;
+    llm_json_init(&r->json);
     if (p->cache_salt) {
         r->cache_root = llm_blocks_salt_key(p->cache_salt);
         r->params.cache_salt = NULL;    /* only its key is kept */

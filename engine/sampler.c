@@ -241,8 +241,66 @@ llm_apply_allowed(llm_sampler *s, float *logits, const llm_sampling_params *p)
 }
 
 
-/* penalties, bias and min_tokens masks, and allowed_token_ids, on the host
- * (the device path takes no request with allowed_token_ids) */
+/* structured output: a token stays if its text continues the JSON object,
+ * an EOS only once the object is complete */
+static void
+llm_apply_json(llm_sampler *s, float *logits, const llm_sample_ctx *c)
+{
+    const llm_token_texts  *tt = c->texts;
+    const char             *text;
+    llm_json_state          st;
+    float                   eos[16];
+    uint8_t                 first[256];
+    int                     i, n_eos = c->n_eos < 16 ? c->n_eos : 16;
+    int                     complete = llm_json_complete(c->json);
+    int                     in_string = llm_json_in_string(c->json);
+
+    /* which first bytes the grammar takes now: outside strings almost
+     * every token fails on its first byte, and is refused without a copy
+     * of the state */
+    for (i = 0; i < 256; i++) {
+        char  b = (char) i;
+
+        st = *c->json;
+        first[i] = llm_json_feed(&st, &b, 1) == 0;
+    }
+
+    for (i = 0; i < n_eos; i++) {
+        eos[i] = c->eos_ids[i] >= 0 && c->eos_ids[i] < s->vocab
+                 ? logits[c->eos_ids[i]] : -INFINITY;
+    }
+    for (i = 0; i < s->vocab; i++) {
+        if (logits[i] == -INFINITY) {
+            continue;
+        }
+        if (i >= tt->n || tt->len[i] <= 0) {
+            logits[i] = -INFINITY;
+            continue;
+        }
+        if (in_string && c->json_plain[i]) {
+            continue;                   /* a string takes it as it is */
+        }
+        text = tt->bytes + tt->off[i];
+        if (!first[(unsigned char) text[0]]) {
+            logits[i] = -INFINITY;
+            continue;
+        }
+        st = *c->json;
+        if (llm_json_feed(&st, text, (size_t) tt->len[i]) != 0) {
+            logits[i] = -INFINITY;
+        }
+    }
+    for (i = 0; i < n_eos; i++) {
+        if (c->eos_ids[i] >= 0 && c->eos_ids[i] < s->vocab) {
+            logits[c->eos_ids[i]] = complete ? eos[i] : -INFINITY;
+        }
+    }
+}
+
+
+/* penalties, bias and min_tokens masks, allowed_token_ids and structured
+ * output, on the host (the device path takes no request with the last
+ * two) */
 static void
 llm_apply_mods(llm_sampler *s, float *logits, const llm_sample_ctx *c)
 {
@@ -253,6 +311,9 @@ llm_apply_mods(llm_sampler *s, float *logits, const llm_sample_ctx *c)
     llm_sampler_mods_apply(logits, s->mods.mods, n);
     if (c->p->n_allowed_token_ids > 0) {
         llm_apply_allowed(s, logits, c->p);
+    }
+    if (c->json) {
+        llm_apply_json(s, logits, c);
     }
 }
 

@@ -8,7 +8,9 @@
 
 #include <stdint.h>
 
+#include "json_grammar.h"
 #include "llm.h"
+#include "tokenizer.h"
 
 /* xoshiro256**: small, fast, and reproducible for a given seed. */
 typedef struct {
@@ -29,6 +31,11 @@ typedef struct {
     const int32_t  *eos_ids;                     /* the model's EOS ids */
     int             n_eos;
     llm_rng        *rng;
+    /* structured output: the grammar's state after the output so far and
+     * every token's text; NULL when the output is free */
+    const llm_json_state   *json;
+    const llm_token_texts  *texts;
+    const uint8_t          *json_plain;          /* llm_json_plain() of each */
 } llm_sample_ctx;
 
 /* One logit modification: a token id and an amount. */

@@ -389,7 +389,9 @@ llm_sched_schedule(llm_engine *e, double now)
         r = s->running.items[i];
         n = r->n_tokens - r->n_computed;
         r->n_draft = 0;
-        if (e->spec_k > 0 && n == 1) {
+        /* structured output checks each token against the grammar's state
+         * after the one before: no drafts */
+        if (e->spec_k > 0 && n == 1 && !r->params.json_object) {
             k = llm_spec_schedule_drafts(e, r, budget);
             /* drafts never preempt anyone: without blocks, no drafts */
             if (k > 0 && llm_sched_reserve(e, r, r->n_computed + 1 + k) == 0)

@@ -59,6 +59,23 @@ const char *llm_tokenizer_eos_str(const llm_tokenizer *t);
  * which is what vLLM streams.  The prompt ids give the context (e.g. so the
  * first generated SentencePiece token keeps its leading space).
  */
+/*
+ * Every token's bytes in decoded text, for constrained decoding: a
+ * byte-level or <0xNN> token gives its raw bytes (part of a character,
+ * perhaps), a SentencePiece token its text with the space it stands for.
+ * len[id] is -1 for a token that is not text: a special token, an id with
+ * no string.
+ */
+typedef struct {
+    char      *bytes;
+    uint32_t  *off;
+    int32_t   *len;
+    int32_t    n;
+} llm_token_texts;
+
+void llm_tokenizer_token_texts(const llm_tokenizer *t, llm_token_texts *out);
+void llm_token_texts_free(llm_token_texts *tt);
+
 typedef struct llm_detok llm_detok;
 
 llm_detok *llm_detok_create(const llm_tokenizer *t, const int32_t *prompt,

@@ -223,18 +223,18 @@ llm_dec_parse_one(llm_tok_dec *d, yajl_val v, char *err)
 
 
 int
-llm_tok_dec_has_byte_fallback(const llm_tok_dec *d)
+llm_tok_dec_has(const llm_tok_dec *d, int type)
 {
     size_t  i;
 
     if (d == NULL) {
         return 0;
     }
-    if (d->type == LLM_DEC_BYTE_FALLBACK) {
+    if ((int) d->type == type) {
         return 1;
     }
     for (i = 0; i < d->n_items; i++) {
-        if (llm_tok_dec_has_byte_fallback(&d->items[i])) {
+        if (llm_tok_dec_has(&d->items[i], type)) {
             return 1;
         }
     }
@@ -344,8 +344,8 @@ llm_hex(char c)
 
 
 /* The byte of a "<0xNN>" token, or -1. */
-static int
-llm_dec_byte_token(const char *s, size_t n)
+int
+llm_tok_byte_token(const char *s, size_t n)
 {
     if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>'
         || llm_hex(s[3]) < 0 || llm_hex(s[4]) < 0)
@@ -383,7 +383,7 @@ llm_dec_byte_fallback(const llm_dec_list *in, llm_dec_list *out)
     int          b;
 
     for (i = 0; i < in->n; i++) {
-        b = llm_dec_byte_token(in->buf.p + in->off[i], in->len[i]);
+        b = llm_tok_byte_token(in->buf.p + in->off[i], in->len[i]);
         if (b >= 0) {
             llm_tok_buf_putc(&bytes, (char) b);
             continue;

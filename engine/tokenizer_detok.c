@@ -86,10 +86,7 @@ llm_detok_byte(const llm_tokenizer *t, int32_t id)
     size_t       len;
 
     s = llm_tok_decode_str(t, id, &len);
-    if (s == NULL || len != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') {
-        return -1;
-    }
-    return (int) strtol(s + 3, NULL, 16);
+    return s ? llm_tok_byte_token(s, len) : -1;
 }
 
 
@@ -102,7 +99,7 @@ llm_detok_create(const llm_tokenizer *t, const int32_t *prompt,
 
     d->t = t;
     d->skip_special = skip_special;
-    d->byte_fallback = llm_tok_dec_has_byte_fallback(t->decoder);
+    d->byte_fallback = llm_tok_dec_has(t->decoder, LLM_DEC_BYTE_FALLBACK);
     /* the context: the last LLM_DETOK_CONTEXT prompt tokens the decoder
      * sees (it never sees skipped special tokens, so they are left out) */
     for (i = n_prompt, visible = 0; i > 0 && visible < LLM_DETOK_CONTEXT; i--) {

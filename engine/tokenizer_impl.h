@@ -240,7 +240,10 @@ int llm_tok_dec_parse(llm_tok_dec **out, yajl_val v, char *err);
 void llm_tok_dec_free(llm_tok_dec *d);
 /* 1 if the chain contains ByteFallback (then runs of <0xNN> tokens are
  * decoded as one group, which the streaming detokenizer must respect). */
-int llm_tok_dec_has_byte_fallback(const llm_tok_dec *d);
+/* The byte of a "<0xNN>" byte-fallback token string, or -1. */
+int llm_tok_byte_token(const char *s, size_t n);
+/* Whether the decoder, or one in its sequence, is of this type. */
+int llm_tok_dec_has(const llm_tok_dec *d, int type);
 
 
 /* ---- added tokens (tokenizer_added.c) ---- */

@@ -286,20 +286,43 @@ ngx_http_llm_parse_unsupported(ngx_http_llm_job_t *job, yajl_val root)
     v = ngx_http_llm_json_get(root, "response_format");
 
     if (v && !YAJL_IS_NULL(v)) {
-        v = ngx_http_llm_json_get(v, "type");
-
-        if (v == NULL || !YAJL_IS_STRING(v)
-            || ngx_strcmp(v->u.string, "text") != 0)
-        {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
-                                   "response_format", "only "
-                                   "`response_format` {\"type\": \"text\"} "
-                                   "is supported: structured output is not");
-            return NGX_ERROR;
-        }
+        return ngx_http_llm_job_format(job, v, "response_format");
     }
 
     return NGX_OK;
+}
+
+
+/*
+ * Chat's and completions' response_format, /responses' text.format:
+ * {"type": "text"}, or "json_object" (the output is constrained to a JSON
+ * object, docs/api.md); JSON schemas are refused.
+ */
+
+ngx_int_t
+ngx_http_llm_job_format(ngx_http_llm_job_t *job, yajl_val format,
+    const char *param)
+{
+    yajl_val  type;
+
+    type = ngx_http_llm_json_get(format, "type");
+
+    if (type && YAJL_IS_STRING(type)) {
+        if (ngx_strcmp(type->u.string, "text") == 0) {
+            return NGX_OK;
+        }
+
+        if (ngx_strcmp(type->u.string, "json_object") == 0) {
+            job->sp.json_object = 1;
+            return NGX_OK;
+        }
+    }
+
+    ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, param,
+                           "`%s` must be {\"type\": \"text\"} or "
+                           "{\"type\": \"json_object\"}: JSON schemas are "
+                           "not supported", param);
+    return NGX_ERROR;
 }
 
 

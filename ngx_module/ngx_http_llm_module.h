@@ -366,6 +366,8 @@ ngx_int_t ngx_http_llm_tokenize_send(ngx_http_request_t *r,
 #define NGX_HTTP_LLM_FIELD_INVALID   -1
 
 ngx_int_t ngx_http_llm_job_request(ngx_http_llm_job_t *job, yajl_val root);
+ngx_int_t ngx_http_llm_job_format(ngx_http_llm_job_t *job, yajl_val format,
+    const char *param);
 ngx_int_t ngx_http_llm_job_double(ngx_http_llm_job_t *job, yajl_val root,
     const char *key, double *out);
 ngx_int_t ngx_http_llm_job_int(ngx_http_llm_job_t *job, yajl_val root,

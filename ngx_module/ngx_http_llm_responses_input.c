@@ -240,12 +240,10 @@ ngx_http_llm_responses_check(ngx_http_llm_job_t *job, yajl_val root)
     }
 
     v = ngx_http_llm_json_get(ngx_http_llm_json_get(root, "text"), "format");
-    v = ngx_http_llm_json_get(v, "type");
 
-    if (v && !(YAJL_IS_STRING(v) && ngx_strcmp(v->u.string, "text") == 0)) {
-        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "text",
-                               "only `text.format` {\"type\": \"text\"} is "
-                               "supported: structured output is not");
+    if (v && !YAJL_IS_NULL(v)
+        && ngx_http_llm_job_format(job, v, "text.format") != NGX_OK)
+    {
         return NGX_ERROR;
     }
 

@@ -193,6 +193,60 @@ show_ids(const char *what, const int32_t *ids, int n)
 }
 
 
+/* The token texts constrained decoding works with add up to the decoded
+ * text (HF's decode is checked above): for every corpus text whose decode
+ * has no U+FFFD, the texts of its ids concatenated, but for the spaces a
+ * Strip decoder takes off the front of a text. */
+static void
+check_token_texts(const llm_tokenizer *t, const char *name)
+{
+    llm_token_texts  tt;
+    size_t           i, len, cat_len, bad = 0, checked = 0;
+    int              n, k, text;
+    int32_t         *ids;
+    char            *dec, *cat, err[LLM_ERR_LEN];
+
+    llm_tokenizer_token_texts(t, &tt);
+    for (i = 0; i < n_texts; i++) {
+        n = llm_tokenizer_encode(t, texts[i].p, texts[i].len, 0, &ids, err);
+        dec = llm_tokenizer_decode(t, ids, n > 0 ? (size_t) n : 0, 0, &len);
+        cat = llm_xmalloc(1);
+        cat_len = 0;
+        for (k = 0, text = 1; k < n; k++) {
+            if (tt.len[ids[k]] < 0) {
+                text = 0;
+                break;
+            }
+            cat = llm_xrealloc(cat, cat_len + (size_t) tt.len[ids[k]] + 1);
+            memcpy(cat + cat_len, tt.bytes + tt.off[ids[k]], (size_t) tt.len[ids[k]]);
+            cat_len += (size_t) tt.len[ids[k]];
+        }
+        if (text && memmem(dec, len, "\xEF\xBF\xBD", 3) == NULL) {
+            size_t  skip = 0;
+
+            while (cat_len - skip > len && cat[skip] == ' ') {
+                skip++;
+            }
+
+            checked++;
+            if (cat_len - skip != len || memcmp(cat + skip, dec, len) != 0) {
+                if (bad++ < 3) {
+                    printf("# %s: text %zu: token texts differ from decode\n", name, i);
+                    show_text("cat", cat, cat_len);
+                    show_text("dec", dec, len);
+                }
+            }
+        }
+        free(cat);
+        free(dec);
+        free(ids);
+    }
+    llm_token_texts_free(&tt);
+    tap_ok(bad == 0 && checked > 0, "%s: token texts add up to decode for "
+           "%zu/%zu texts", name, checked - bad, checked);
+}
+
+
 static void
 check_encode(const llm_tokenizer *t, const char *name, yajl_val cases)
 {
@@ -489,6 +543,7 @@ main(void)
                == (int) YAJL_GET_INTEGER(get(m, "vocab_size")),
                "%s: vocab size %d = HF's", name, llm_tokenizer_vocab_size(t));
         check_encode(t, name, get(m, "cases"));
+        check_token_texts(t, name);
         if (get(m, "streams")->u.array.len > 0) {
             check_streams(t, name, get(m, "streams"));
         }
