@@ -43,8 +43,34 @@ refused_at(const char *text)
 }
 
 
+/* test_json_grammar FILE: the verdict (-1, 0, 1) of each hex-encoded line,
+ * one per line, for t/json_grammar.t's comparison with Python's json. */
+static int
+verdicts(const char *path)
+{
+    FILE   *f = fopen(path, "r");
+    char    line[65536], text[32768];
+    size_t  i, n;
+    int     v;
+
+    if (f == NULL) {
+        perror(path);
+        return 1;
+    }
+    while (fgets(line, sizeof(line), f)) {
+        for (i = n = 0; line[i] && line[i + 1] && line[i] != '\n'; i += 2) {
+            sscanf(line + i, "%2hhx", (unsigned char *) &text[n++]);
+        }
+        v = verdict(text, n);
+        printf("%d\n", v);
+    }
+    fclose(f);
+    return 0;
+}
+
+
 int
-main(void)
+main(int argc, char **argv)
 {
     static const char *const valid[] = {
         "{}",
@@ -99,6 +125,9 @@ main(void)
     int             ok;
     llm_json_state  s;
 
+    if (argc > 1) {
+        return verdicts(argv[1]);
+    }
     for (i = 0; i < sizeof(valid) / sizeof(valid[0]); i++) {
         n = strlen(valid[i]);
         ok = verdict(valid[i], n) == 1;
