@@ -254,6 +254,7 @@ llm_apply_json(llm_sampler *s, float *logits, const llm_sample_ctx *c)
     int                     i, n_eos = c->n_eos < 16 ? c->n_eos : 16;
     int                     complete = llm_json_complete(c->json);
     int                     in_string = llm_json_in_string(c->json);
+    int                     any = 0;
 
     /* which first bytes the grammar takes now: outside strings almost
      * every token fails on its first byte, and is refused without a copy
@@ -278,6 +279,7 @@ llm_apply_json(llm_sampler *s, float *logits, const llm_sample_ctx *c)
             continue;
         }
         if (in_string && c->json_plain[i]) {
+            any = 1;
             continue;                   /* a string takes it as it is */
         }
         text = tt->bytes + tt->off[i];
@@ -288,12 +290,21 @@ llm_apply_json(llm_sampler *s, float *logits, const llm_sample_ctx *c)
         st = *c->json;
         if (llm_json_feed(&st, text, (size_t) tt->len[i]) != 0) {
             logits[i] = -INFINITY;
+        } else {
+            any = 1;
         }
     }
     for (i = 0; i < n_eos; i++) {
         if (c->eos_ids[i] >= 0 && c->eos_ids[i] < s->vocab) {
             logits[c->eos_ids[i]] = complete ? eos[i] : -INFINITY;
+            any |= complete && eos[i] != -INFINITY;
         }
+    }
+    /* nothing left (min_tokens holds back the EOS after a complete object,
+     * allowed_token_ids leave no way on): an EOS, rather than a token that
+     * breaks the JSON; before min_tokens it does not end the sequence */
+    if (!any && n_eos > 0 && c->eos_ids[0] >= 0 && c->eos_ids[0] < s->vocab) {
+        logits[c->eos_ids[0]] = 0.0f;
     }
 }
 

@@ -130,6 +130,19 @@ for my $seed (1 .. 8) {
                          "chat, seed $seed");
 }
 ok($ended >= 2, "$ended of 8 samples ended on their own");
+# an object complete before min_tokens: the EOS it cannot stop at yet
+# fills the rest (it is a special token: no text), nothing breaks the JSON
+my ($short) = grep { $text_of{$_} =~ /^\{\}\s*$/ } sort keys %text_of;
+SKIP: {
+    skip 'no sample ended as {}', 2 unless defined $short;
+    my $m = $t->post($chat, { messages => \@msgs, %json, temperature => 1,
+                              seed => 0 + $short, max_tokens => 60,
+                              min_tokens => 20 });
+    my $c = $m->{json}{choices}[0];
+    check_json($c->{message}{content}, $c->{finish_reason},
+               "min_tokens 20 after a complete object");
+    ok($m->{json}{usage}{completion_tokens} >= 20, 'min_tokens 20: at least 20 tokens');
+}
 my $free = $t->post($chat, { messages => \@msgs, temperature => 1, seed => 1,
                              max_tokens => 60 });
 ok(!eval { decode_json($free->{json}{choices}[0]{message}{content}); 1 },
