@@ -38,27 +38,10 @@ DATE = "2024-07-26"
 os.environ["LLM_TEMPLATE_DATE"] = DATE
 
 sys.path.insert(0, os.path.join(ROOT, "t", "templates"))
+sys.path.insert(0, os.path.join(ROOT, "t", "ref"))
 import randtemplates  # noqa: E402
 import render_ref  # noqa: E402
-
-_n = 0
-_failed = 0
-
-
-def ok(cond, name, diag=None):
-    global _n, _failed
-    _n += 1
-    print("%s %d - %s" % ("ok" if cond else "not ok", _n, name), flush=True)
-    if not cond:
-        _failed += 1
-        if diag:
-            note(diag)
-    return cond
-
-
-def note(msg):
-    for line in str(msg).splitlines() or [""]:
-        print("# " + line, flush=True)
+from tap import ok, note, done_testing  # noqa: E402
 
 
 # ------------------------------------------------------------------ corpus
@@ -313,8 +296,7 @@ def main():
              len(by_template), len(cases), report["renders"], report["identical"],
              report["both_raise"], report["mismatch"], fpass, len(fjobs),
              report["random"]["pass"], report["random"]["total"]))
-    print("1..%d" % _n)
-    return 1 if _failed else 0
+    done_testing()
 
 
 if __name__ == "__main__":
