@@ -56,16 +56,12 @@ llm_json_in_string(const llm_json_state *s)
 int
 llm_json_plain(const char *bytes, size_t n)
 {
-    size_t  i;
+    llm_json_state  s;
 
-    for (i = 0; i < n; i++) {
-        unsigned char  c = (unsigned char) bytes[i];
-
-        if (c < 0x20 || c > 0x7E || c == '"' || c == '\\') {
-            return 0;
-        }
-    }
-    return 1;
+    llm_json_init(&s);
+    s.state = J_STR;
+    s.depth = 1;
+    return llm_json_feed(&s, bytes, n) == 0 && s.state == J_STR;
 }
 
 

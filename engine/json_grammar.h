@@ -50,8 +50,9 @@ int llm_json_complete(const llm_json_state *s);
  * taken without changing the state. */
 int llm_json_in_string(const llm_json_state *s);
 
-/* Whether the bytes are printable ASCII without '"' and '\': text that
- * a string takes as it is (most of a vocabulary). */
+/* Whether a string, between characters, takes the bytes and is again
+ * between characters: whole UTF-8 characters and escapes, no '"' or
+ * control character (most of a vocabulary). */
 int llm_json_plain(const char *bytes, size_t n);
 
 #endif /* LLM_JSON_GRAMMAR_H */

@@ -190,6 +190,19 @@ main(int argc, char **argv)
     tap_ok(llm_json_feed(&s, buf, 5 + LLM_JSON_MAX_DEPTH - 1) == 0
            && llm_json_feed(&s, "[", 1) != 0, "one more is refused");
 
+    /* the mask's shortcut: text a string takes whole */
+    tap_ok(llm_json_plain("abc def", 7) && llm_json_plain("\xE4\xBD\xA0!", 4)
+           && llm_json_plain("a\\nb", 4) && llm_json_plain("\\u00e9", 6),
+           "plain: ASCII, whole characters, whole escapes");
+    tap_ok(!llm_json_plain("a\"", 2) && !llm_json_plain("\xE4\xBD", 2)
+           && !llm_json_plain("a\\", 2) && !llm_json_plain("\n", 1)
+           && !llm_json_plain("\\u00", 4),
+           "not plain: a quote, part of a character or escape, a control byte");
+    llm_json_init(&s);
+    llm_json_feed(&s, "{\"k\":\"v", 6);
+    tap_ok(llm_json_in_string(&s) && llm_json_feed(&s, "\\", 1) == 0
+           && !llm_json_in_string(&s), "in_string: between characters only");
+
     /* trying bytes on a copy leaves the state as it was */
     llm_json_init(&s);
     llm_json_feed(&s, "{\"a\":", 5);
