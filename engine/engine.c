@@ -186,9 +186,10 @@ llm_engine_prompt_logprobs(llm_engine *e, llm_request *r,
  * forward_sample, no request verifies drafts (rejection sampling needs the
  * logits on the host), none takes prompt logprobs (their rows are logits
  * rows that sample nothing) and none has allowed_token_ids or structured
- * output (masks of the whole vocabulary, not short lists of changes).  If so, builds the rows in
- * llm_engine_sample_step's order; each sampling row draws its uniform
- * number from its request's generator, as llm_sample() would. */
+ * output (masks of the whole vocabulary, not short lists of changes).  If
+ * so, builds the rows in llm_engine_sample_step's order; each sampling row
+ * draws its uniform number from its request's generator, as llm_sample()
+ * would. */
 static int
 llm_engine_sample_plan(llm_engine *e)
 {

@@ -180,7 +180,11 @@ again:
                 s->ws = 255;
                 return 0;
             }
-            return s->ws >= 1 && s->ws <= LLM_JSON_MAX_INDENT ? (s->ws++, 0) : -1;
+            if (s->ws == 0 || s->ws > LLM_JSON_MAX_INDENT) {
+                return -1;
+            }
+            s->ws++;
+            return 0;
         }
         if (c == '\n') {
             if (s->ws != 0) {

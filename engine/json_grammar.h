@@ -28,7 +28,7 @@ typedef struct {
     uint64_t  objects;      /* bit d: container d is an object (else array) */
     uint8_t   depth;        /* open containers */
     uint8_t   state;        /* where in the grammar (json_grammar.c) */
-    uint8_t   aux;          /* literal position, hex digits or UTF-8 bytes left */
+    uint8_t   aux;          /* literal position, hex digits, UTF-8 bytes left */
     uint8_t   lo, hi;       /* the next UTF-8 byte's range */
     uint8_t   ws;           /* whitespace in this gap: 0 none, 255 one
                              * space, else 1 + indentation after '\n' */

@@ -217,6 +217,13 @@ llm_sampler_mods_apply(float *logits, const llm_sample_mod *mods,
 }
 
 
+static int
+llm_in_vocab(const llm_sampler *s, int32_t id)
+{
+    return id >= 0 && id < s->vocab;
+}
+
+
 /* allowed_token_ids: every other token is masked */
 static void
 llm_apply_allowed(llm_sampler *s, float *logits, const llm_sampling_params *p)
@@ -224,7 +231,7 @@ llm_apply_allowed(llm_sampler *s, float *logits, const llm_sampling_params *p)
     int  i;
 
     for (i = 0; i < p->n_allowed_token_ids; i++) {
-        if (p->allowed_token_ids[i] >= 0 && p->allowed_token_ids[i] < s->vocab) {
+        if (llm_in_vocab(s, p->allowed_token_ids[i])) {
             s->seen[p->allowed_token_ids[i]] = 1;
         }
     }
@@ -234,7 +241,7 @@ llm_apply_allowed(llm_sampler *s, float *logits, const llm_sampling_params *p)
         }
     }
     for (i = 0; i < p->n_allowed_token_ids; i++) {
-        if (p->allowed_token_ids[i] >= 0 && p->allowed_token_ids[i] < s->vocab) {
+        if (llm_in_vocab(s, p->allowed_token_ids[i])) {
             s->seen[p->allowed_token_ids[i]] = 0;
         }
     }

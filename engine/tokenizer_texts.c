@@ -40,7 +40,9 @@ llm_token_text(const llm_tokenizer *t, int32_t id, int32_t anchor,
             }
             llm_tok_buf_putc(out, (char) b);
         }
-        if (i == len && (byte_level == 1 || !llm_utf8_valid(out->p, out->len))) {
+        if (i == len
+            && (byte_level == 1 || !llm_utf8_valid(out->p, out->len)))
+        {
             return 0;
         }
         out->len = 0;
@@ -60,17 +62,17 @@ llm_token_text(const llm_tokenizer *t, int32_t id, int32_t anchor,
 void
 llm_tokenizer_token_texts(const llm_tokenizer *t, llm_token_texts *out)
 {
-    llm_tok_buf  all = { 0 }, one = { 0 }, tmp = { 0 };
+    llm_tok_buf         all = { 0 }, one = { 0 }, tmp = { 0 };
+    const llm_tok_dec  *d = t->decoder;
+    int                 byte_level, byte_fallback, n;
+    int32_t             id, anchor, *ids;
+    char                err[LLM_ERR_LEN];
+
     /* 1: the decoder is ByteLevel alone (GPT-2 style: Llama 3, Qwen,
      * DeepSeek), raw bytes; 2: ByteLevel among others */
-    int          byte_level = t->decoder != NULL
-                              && t->decoder->type == LLM_DEC_BYTE_LEVEL
-                              ? 1 : llm_tok_dec_has(t->decoder, LLM_DEC_BYTE_LEVEL)
-                              ? 2 : 0;
-    int          byte_fallback = llm_tok_dec_has(t->decoder, LLM_DEC_BYTE_FALLBACK);
-    int32_t      id, anchor, *ids;
-    int          n;
-    char         err[LLM_ERR_LEN];
+    byte_level = d != NULL && d->type == LLM_DEC_BYTE_LEVEL ? 1
+                 : llm_tok_dec_has(d, LLM_DEC_BYTE_LEVEL) ? 2 : 0;
+    byte_fallback = llm_tok_dec_has(d, LLM_DEC_BYTE_FALLBACK);
 
     /* the plain letter: "a" as the tokenizer spells it */
     n = llm_tokenizer_encode(t, "a", 1, 0, &ids, err);
