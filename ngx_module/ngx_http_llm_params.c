@@ -19,6 +19,8 @@ static ngx_int_t ngx_http_llm_parse_n(ngx_http_llm_job_t *job,
     yajl_val root);
 static ngx_int_t ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job,
     yajl_val root);
+static ngx_int_t ngx_http_llm_parse_extras(ngx_http_llm_job_t *job,
+    yajl_val root);
 static ngx_int_t ngx_http_llm_parse_max_tokens(ngx_http_llm_job_t *job,
     yajl_val root);
 static ngx_int_t ngx_http_llm_parse_stop(ngx_http_llm_job_t *job,
@@ -41,6 +43,7 @@ ngx_http_llm_params_parse(ngx_http_llm_job_t *job, yajl_val root)
     if (ngx_http_llm_job_request(job, root) != NGX_OK
         || ngx_http_llm_parse_n(job, root) != NGX_OK
         || ngx_http_llm_parse_sampling(job, root) != NGX_OK
+        || ngx_http_llm_parse_extras(job, root) != NGX_OK
         || ngx_http_llm_parse_max_tokens(job, root) != NGX_OK
         || ngx_http_llm_parse_stop(job, root) != NGX_OK
         || ngx_http_llm_parse_bias(job, root) != NGX_OK
@@ -117,7 +120,6 @@ ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job, yajl_val root)
     double                d;
     int64_t               n;
     ngx_int_t             rc;
-    yajl_val              v;
     ngx_uint_t            i, flag;
     llm_sampling_params  *sp = &job->sp;
 
@@ -210,6 +212,22 @@ ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job, yajl_val root)
                                                        ^ bools[i].inverted);
         }
     }
+
+    return NGX_OK;
+}
+
+
+/* vLLM's extra parameters: allowed_token_ids, cache_salt,
+ * return_token_ids, truncate_prompt_tokens */
+
+static ngx_int_t
+ngx_http_llm_parse_extras(ngx_http_llm_job_t *job, yajl_val root)
+{
+    int64_t               n;
+    yajl_val              v;
+    ngx_int_t             rc;
+    ngx_uint_t            flag;
+    llm_sampling_params  *sp = &job->sp;
 
     if (ngx_http_llm_parse_ids(job, root, "allowed_token_ids",
                                &job->allowed_ids, &sp->n_allowed_token_ids)
