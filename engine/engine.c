@@ -113,6 +113,9 @@ llm_engine_sample_ctx(llm_engine *e, llm_request *r, int n_output,
     c->eos_ids = e->model->gen.eos_ids;
     c->n_eos = e->model->gen.n_eos;
     c->rng = &r->rng;
+    c->bad_ids = r->bad_ids;
+    c->bad_lens = r->bad_lens;
+    c->n_bad = r->n_bad;
     c->json = NULL;
     c->texts = NULL;
     c->json_plain = NULL;

@@ -81,6 +81,9 @@ typedef struct {
     int           n_allowed_token_ids;
     int           include_stop_str_in_output;  /* and the stop token's text */
     int           keep_special_tokens;   /* vLLM's skip_special_tokens=false */
+    const char   *const *bad_words;      /* vLLM's bad_words: never the
+                                          * tokens that would complete one */
+    int           n_bad_words;
     int           json_object;           /* the output is a JSON object
                                           * (OpenAI's response_format) */
     const char   *cache_salt;            /* prefix cache shared only with

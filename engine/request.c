@@ -178,6 +178,69 @@ llm_memdup(const void *p, size_t n)
 }
 
 
+/* Appends one token sequence to the request's bad words. */
+static void
+llm_request_bad_add(llm_request *r, const int32_t *ids, int n, int *cap)
+{
+    int  total = 0, i;
+
+    for (i = 0; i < r->n_bad; i++) {
+        total += r->bad_lens[i];
+    }
+    if (total + n > *cap) {
+        *cap = (total + n) * 2;
+        r->bad_ids = llm_xrealloc(r->bad_ids, sizeof(int32_t) * (size_t) *cap);
+    }
+    memcpy(r->bad_ids + total, ids, sizeof(int32_t) * (size_t) n);
+    r->bad_lens = llm_xrealloc(r->bad_lens,
+                               sizeof(int32_t) * (size_t) (r->n_bad + 1));
+    r->bad_lens[r->n_bad++] = n;
+}
+
+
+/*
+ * vLLM's bad_words as token sequences: each word without its leading
+ * blanks as it starts a text, and with one space in front (as it follows
+ * another word) when that is a different first token of the same length
+ * (SamplingParams.update_from_tokenizer).
+ */
+static void
+llm_request_bad_words(llm_request *r, const llm_tokenizer *t,
+    const llm_sampling_params *p)
+{
+    const char  *w;
+    char        *spaced, err[LLM_ERR_LEN];
+    int32_t     *a, *b;
+    int          i, na, nb, cap = 0;
+
+    for (i = 0; i < p->n_bad_words; i++) {
+        for (w = p->bad_words[i]; *w == ' ' || *w == '\t' || *w == '\n'; w++) {
+            /* void */
+        }
+        spaced = llm_xmalloc(strlen(w) + 2);
+        spaced[0] = ' ';
+        strcpy(spaced + 1, w);
+        na = llm_tokenizer_encode(t, w, strlen(w), 0, &a, err);
+        nb = llm_tokenizer_encode(t, spaced, strlen(spaced), 0, &b, err);
+        if (na > 0) {
+            llm_request_bad_add(r, a, na, &cap);
+            if (nb == na && b[0] != a[0]) {
+                llm_request_bad_add(r, b, nb, &cap);
+            }
+        }
+        if (na >= 0) {
+            free(a);
+        }
+        if (nb >= 0) {
+            free(b);
+        }
+        free(spaced);
+    }
+    r->params.bad_words = NULL;         /* only the sequences are kept */
+    r->params.n_bad_words = 0;
+}
+
+
 llm_request *
 llm_request_create(llm_engine *e, const int32_t *prompt, int n_prompt,
     const llm_sampling_params *p, char *err)
@@ -236,6 +299,7 @@ llm_request_create(llm_engine *e, const int32_t *prompt, int n_prompt,
         r->cache_root = llm_blocks_salt_key(p->cache_salt);
         r->params.cache_salt = NULL;    /* only its key is kept */
     }
+    llm_request_bad_words(r, m->tokenizer, p);
     r->allowed_ids = llm_memdup(p->allowed_token_ids,
                                 sizeof(int32_t) * p->n_allowed_token_ids);
     r->params.allowed_token_ids = r->allowed_ids;
@@ -318,6 +382,8 @@ llm_request_unref(llm_request *r)
     free(r->stop_ids);
     free(r->bias_ids);
     free(r->allowed_ids);
+    free(r->bad_ids);
+    free(r->bad_lens);
     free(r->bias_values);
     for (i = 0; i < r->params.n_stop; i++) {
         free(r->stop[i]);

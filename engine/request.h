@@ -53,6 +53,9 @@ struct llm_request {
     char              **stop;
     int32_t            *bias_ids;
     int32_t            *allowed_ids;
+    int32_t            *bad_ids;        /* bad_words as token sequences */
+    int32_t            *bad_lens;
+    int                 n_bad;
     float              *bias_values;
     int                 n_prompt;
     int                 max_stop_len;   /* longest stop string, bytes */

@@ -124,6 +124,26 @@ llm_sample_mods_free(llm_sample_mods *m)
 }
 
 
+/* bad_words (vLLM's rule): a word's last token is masked when the output
+ * ends with the tokens before it (a one-token word: always) */
+static void
+llm_sampler_bad_words(const llm_sample_ctx *c, llm_sample_mods *m, int V)
+{
+    const int32_t  *w = c->bad_ids;
+    int             i, len;
+
+    for (i = 0; i < c->n_bad; w += c->bad_lens[i], i++) {
+        len = c->bad_lens[i];
+        if (len - 1 <= c->n_output && w[len - 1] >= 0 && w[len - 1] < V
+            && memcmp(c->output + c->n_output - (len - 1), w,
+                      sizeof(int32_t) * (size_t) (len - 1)) == 0)
+        {
+            llm_sample_mod_push(m, w[len - 1], 0.0f);
+        }
+    }
+}
+
+
 llm_sample_mod_counts
 llm_sampler_mods(llm_sampler *s, const llm_sample_ctx *c, llm_sample_mods *m)
 {
@@ -188,6 +208,7 @@ llm_sampler_mods(llm_sampler *s, const llm_sample_ctx *c, llm_sample_mods *m)
             }
         }
     }
+    llm_sampler_bad_words(c, m, V);
     n.n_mask = m->n - n0;
     return n;
 }

@@ -33,6 +33,10 @@ typedef struct {
     llm_rng        *rng;
     /* structured output: the grammar's state after the output so far and
      * every token's text; NULL when the output is free */
+    /* bad_words as token sequences, one after the other */
+    const int32_t          *bad_ids;
+    const int32_t          *bad_lens;
+    int                     n_bad;
     const llm_json_state   *json;
     const llm_token_texts  *texts;
     const uint8_t          *json_plain;          /* llm_json_plain() of each */

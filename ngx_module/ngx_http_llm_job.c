@@ -77,6 +77,14 @@ ngx_http_llm_job_free(void *data)
     free(job->stop_ids);
     free(job->allowed_ids);
     free(job->cache_salt);
+
+    if (job->bad_words) {
+        for (i = 0; i < (ngx_uint_t) job->sp.n_bad_words; i++) {
+            free(job->bad_words[i]);
+        }
+
+        free(job->bad_words);
+    }
     free(job->bias_ids);
     free(job->bias_values);
     free(job->text);

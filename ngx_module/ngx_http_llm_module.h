@@ -154,6 +154,7 @@ typedef struct {
     int32_t                    *stop_ids;
     int32_t                    *allowed_ids;
     char                       *cache_salt;
+    char                      **bad_words;
     int32_t                    *bias_ids;
     float                      *bias_values;
     ngx_http_llm_responses_t   *responses;     /* /responses' own fields */

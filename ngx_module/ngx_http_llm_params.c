@@ -217,12 +217,13 @@ ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job, yajl_val root)
 }
 
 
-/* vLLM's extra parameters: allowed_token_ids, cache_salt,
+/* vLLM's extra parameters: allowed_token_ids, bad_words, cache_salt,
  * return_token_ids, truncate_prompt_tokens */
 
 static ngx_int_t
 ngx_http_llm_parse_extras(ngx_http_llm_job_t *job, yajl_val root)
 {
+    size_t                i;
     int64_t               n;
     yajl_val              v;
     ngx_int_t             rc;
@@ -237,6 +238,36 @@ ngx_http_llm_parse_extras(ngx_http_llm_job_t *job, yajl_val root)
     }
 
     sp->allowed_token_ids = job->allowed_ids;
+
+    /* bad_words: the engine turns them into token sequences */
+
+    v = ngx_http_llm_json_get(root, "bad_words");
+
+    if (v && !YAJL_IS_NULL(v)) {
+        if (!YAJL_IS_ARRAY(v)) {
+            goto bad_words;
+        }
+
+        job->bad_words = calloc(v->u.array.len + 1, sizeof(char *));
+        if (job->bad_words == NULL) {
+            goto nomem;
+        }
+
+        for (i = 0; i < v->u.array.len; i++) {
+            if (!YAJL_IS_STRING(v->u.array.values[i])) {
+                goto bad_words;
+            }
+
+            job->bad_words[i] = strdup(v->u.array.values[i]->u.string);
+            if (job->bad_words[i] == NULL) {
+                goto nomem;
+            }
+
+            sp->n_bad_words = (int) i + 1;
+        }
+
+        sp->bad_words = (const char *const *) job->bad_words;
+    }
 
     /* vLLM's cache_salt: the prefix cache is shared only with the same
      * salt (the engine checks that it is not empty) */
@@ -253,9 +284,7 @@ ngx_http_llm_parse_extras(ngx_http_llm_job_t *job, yajl_val root)
 
         job->cache_salt = strdup(v->u.string);
         if (job->cache_salt == NULL) {
-            ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                                   "out of memory");
-            return NGX_ERROR;
+            goto nomem;
         }
 
         sp->cache_salt = job->cache_salt;
@@ -300,6 +329,18 @@ ngx_http_llm_parse_extras(ngx_http_llm_job_t *job, yajl_val root)
     }
 
     return NGX_OK;
+
+bad_words:
+
+    ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "bad_words",
+                           "`bad_words` must be a list of strings");
+    return NGX_ERROR;
+
+nomem:
+
+    ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
+                           "out of memory");
+    return NGX_ERROR;
 }
 
 

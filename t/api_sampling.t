@@ -515,14 +515,14 @@ $r = $t->post($cmpl, { %samp, prompt => 'Once upon a time', max_tokens => 12,
 ok(!grep({ my $x = $_; $x =~ s/Hello| world|\.| the//g; $x ne '' }
          @{ texts($r) }), 'allowed_token_ids with n=2: both samples');
 
-my @ids = (1000 .. 1011);
-my $full = $t->post($cmpl, { %greedy, prompt => [ @ids[8 .. 11] ] });
-$r = $t->post($cmpl, { %greedy, prompt => \@ids, truncate_prompt_tokens => 4 });
+my @twelve = (1000 .. 1011);
+my $full = $t->post($cmpl, { %greedy, prompt => [ @twelve[8 .. 11] ] });
+$r = $t->post($cmpl, { %greedy, prompt => \@twelve, truncate_prompt_tokens => 4 });
 is($r->{json}{usage}{prompt_tokens}, 4,
    'truncate_prompt_tokens 4: four prompt tokens');
 is($r->{json}{choices}[0]{text}, $full->{json}{choices}[0]{text},
    'truncate_prompt_tokens 4: the output of the last four alone');
-$r = $t->post($cmpl, { %greedy, prompt => \@ids, truncate_prompt_tokens => -1 });
+$r = $t->post($cmpl, { %greedy, prompt => \@twelve, truncate_prompt_tokens => -1 });
 is($r->{json}{usage}{prompt_tokens}, 12, 'truncate_prompt_tokens -1: no cut');
 my $chat_full = $t->post($chat, { messages => \@msgs, max_tokens => 1 });
 $r = $t->post($chat, { messages => \@msgs, max_tokens => 1,
@@ -565,6 +565,39 @@ is_deeply($chunks[0]{prompt_token_ids}, $chat_ids,
 is_deeply([ map { @{ $_->{choices}[0]{token_ids} // [] } } @chunks[1 .. $#chunks] ],
           $r->{json}{choices}[0]{token_ids},
           'chat stream: the chunks\' token_ids add up to the body\'s');
+
+# --- vLLM's bad_words ---
+
+my %g12 = (%greedy, max_tokens => 12, return_token_ids => \1);
+my $base = $t->post($cmpl, \%g12)->{json}{choices}[0]{token_ids};
+sub detok { $t->post('/v1/detokenize', { tokens => [@_] })->{json}{prompt} }
+sub tok { $t->post('/v1/tokenize', { prompt => $_[0],
+                                     add_special_tokens => \0 })->{json}{tokens} }
+my $w1 = detok($base->[0]);
+$w1 =~ s/^\s+//;
+$r = $t->post($cmpl, { %g12, bad_words => [$w1] });
+my $bw = $r->{json}{choices}[0]{token_ids};
+isnt($bw->[0], $base->[0], "bad_words [\"$w1\"]: the greedy first token is avoided");
+ok(!grep({ my $i = $_; grep { $_ == $i } @{ tok($w1) }, @{ tok(" $w1") } }
+         @$bw) || @{ tok($w1) } > 1,
+   'and neither spelling of the word appears');
+# a two-token word: with "Hello" pushed by logit_bias the greedy text is
+# "HelloHello..."; banning "HelloHello" leaves every first Hello, never a
+# second one right after it
+SKIP: {
+    skip 'HelloHello is not two Hello tokens here', 2
+        unless "@{ tok('HelloHello') }" eq '9906 9906';
+    $r = $t->post($cmpl, { %g12, logit_bias => { 9906 => 100 } });
+    is_deeply($r->{json}{choices}[0]{token_ids}, [ (9906) x 12 ],
+              'logit_bias +100 on Hello: Hello twelve times');
+    $r = $t->post($cmpl, { %g12, logit_bias => { 9906 => 100 },
+                           bad_words => ['HelloHello'] });
+    $bw = $r->{json}{choices}[0]{token_ids};
+    is_deeply([ @$bw[grep { $_ % 2 == 0 } 0 .. 11] ], [ (9906) x 6 ],
+              'bad_words ["HelloHello"]: Hello at every other token');
+    ok(!grep({ $bw->[$_] == 9906 } grep { $_ % 2 } 0 .. 11),
+       'never twice in a row');
+}
 
 # --- vLLM's cache_salt: the prefix cache is shared within a salt only ---
 
@@ -650,6 +683,10 @@ bad('skip_special_tokens not a boolean', $cmpl, { prompt => 'a',
 bad('include_stop_str_in_output not a boolean', $chat, { %m,
     include_stop_str_in_output => 'yes' }, 'include_stop_str_in_output',
     qr/must be a boolean/);
+bad('bad_words a string', $cmpl, { prompt => 'a', bad_words => 'x' },
+    'bad_words', qr/must be a list of strings/);
+bad('bad_words with a number', $cmpl, { prompt => 'a', bad_words => [ 'x', 1 ] },
+    'bad_words', qr/must be a list of strings/);
 bad('cache_salt empty', $cmpl, { prompt => 'a', cache_salt => '' },
     'cache_salt', qr/^Parameter 'cache_salt' must be a non-empty string if provided\.$/);
 bad('cache_salt a number', $chat, { %m, cache_salt => 5 },

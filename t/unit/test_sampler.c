@@ -166,6 +166,34 @@ main(void)
         p.min_tokens = 0;
     }
 
+    /* bad_words: a word's last token is masked after the tokens before it */
+    {
+        static const int32_t  bad_ids[] = { 1, 3, 5 }, bad_lens[] = { 1, 2 };
+        float                 l[V];
+        int32_t               eos = 7, after3[] = { 3 }, after2[] = { 2 };
+        llm_sample_ctx        c = { &p, NULL, 0, after3, 1, &eos, 1, &rng };
+
+        params(&p);
+        p.temperature = 0.0f;
+        c.bad_ids = bad_ids;
+        c.bad_lens = bad_lens;
+        c.n_bad = 1;                    /* [1] */
+        memcpy(l, logits, sizeof(l));
+        tap_ok(llm_sample(&s, l, &c, NULL) == 5, "bad word [1]: never 1");
+        c.bad_ids = bad_ids + 1;        /* [3, 5] */
+        c.bad_lens = bad_lens + 1;
+        memcpy(l, logits, sizeof(l));
+        n = llm_sample(&s, l, &c, NULL);
+        c.output = after2;
+        memcpy(l, logits, sizeof(l));
+        tap_ok(n == 1 && llm_sample(&s, l, &c, NULL) == 1,
+               "bad word [3, 5]: 5 only after 3 (the argmax 1 stays)");
+        c.output = after3;
+        memcpy(l, logits, sizeof(l));
+        l[5] = 10.0f;
+        tap_ok(llm_sample(&s, l, &c, NULL) == 1, "after 3, 5 is masked");
+    }
+
     /* allowed_token_ids: only those, greedy the best of them; the
      * logprob stays the raw one */
     {
