@@ -856,6 +856,7 @@ ts_req_init(ts_req *q, double t, int mods, uint64_t seed)
 static void
 ts_ctx(ts_req *q, llm_sample_ctx *c)
 {
+    *c = (llm_sample_ctx) { 0 };        /* no bad words, no grammar */
     c->p = &q->p;
     c->prompt = q->prompt;
     c->n_prompt = q->n_prompt;
