@@ -44,6 +44,9 @@ static ngx_int_t ngx_http_llm_seq_create(ngx_http_request_t *r,
     ngx_http_llm_seq_t *seq);
 static void ngx_http_llm_ctx_stats(ngx_http_llm_ctx_t *ctx);
 static void ngx_http_llm_earliest(double *t, double v);
+static ngx_int_t ngx_http_llm_append_array(ngx_pool_t *pool, void **array,
+    ngx_uint_t *len, ngx_uint_t *cap, const void *add, ngx_uint_t n,
+    size_t elt);
 static ngx_int_t ngx_http_llm_append(ngx_http_llm_seq_t *seq,
     const llm_output *out);
 
@@ -619,14 +622,42 @@ ngx_http_llm_earliest(double *t, double v)
 }
 
 
+/* Appends n elements of elt bytes to an array in the pool that doubles as
+ * it grows. */
+
+static ngx_int_t
+ngx_http_llm_append_array(ngx_pool_t *pool, void **array, ngx_uint_t *len,
+    ngx_uint_t *cap, const void *add, ngx_uint_t n, size_t elt)
+{
+    ngx_uint_t   size;
+    u_char      *p;
+
+    if (*len + n > *cap) {
+        size = ngx_max(*cap * 2, *len + n);
+
+        p = ngx_palloc(pool, size * elt);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+
+        ngx_memcpy(p, *array, *len * elt);
+        *array = p;
+        *cap = size;
+    }
+
+    ngx_memcpy((u_char *) *array + *len * elt, add, n * elt);
+    *len += n;
+
+    return NGX_OK;
+}
+
+
 static ngx_int_t
 ngx_http_llm_append(ngx_http_llm_seq_t *seq, const llm_output *out)
 {
     size_t               size;
     u_char              *p;
     ngx_pool_t          *pool;
-    int32_t             *ids;
-    llm_token_logprob   *lp;
     ngx_http_llm_ctx_t  *ctx;
 
     ctx = seq->ctx;
@@ -653,42 +684,22 @@ ngx_http_llm_append(ngx_http_llm_seq_t *seq, const llm_output *out)
 
     seq->new_ids += out->n_ids;
 
-    if (ctx->job->return_token_ids && out->n_ids) {
-        if (seq->n_ids + out->n_ids > seq->ids_cap) {
-            size = ngx_max(seq->ids_cap * 2, seq->n_ids + out->n_ids);
-
-            ids = ngx_palloc(pool, size * sizeof(int32_t));
-            if (ids == NULL) {
-                return NGX_ERROR;
-            }
-
-            ngx_memcpy(ids, seq->ids, seq->n_ids * sizeof(int32_t));
-            seq->ids = ids;
-            seq->ids_cap = size;
-        }
-
-        ngx_memcpy(seq->ids + seq->n_ids, out->ids,
-                   out->n_ids * sizeof(int32_t));
-        seq->n_ids += out->n_ids;
+    if (ctx->job->return_token_ids && out->n_ids
+        && ngx_http_llm_append_array(pool, (void **) &seq->ids, &seq->n_ids,
+                                     &seq->ids_cap, out->ids, out->n_ids,
+                                     sizeof(int32_t))
+           != NGX_OK)
+    {
+        return NGX_ERROR;
     }
 
-    if (out->logprobs && out->n_ids) {
-        if (seq->n_lp + out->n_ids > seq->lp_cap) {
-            size = ngx_max(seq->lp_cap * 2, seq->n_lp + out->n_ids);
-
-            lp = ngx_palloc(pool, size * sizeof(llm_token_logprob));
-            if (lp == NULL) {
-                return NGX_ERROR;
-            }
-
-            ngx_memcpy(lp, seq->lp, seq->n_lp * sizeof(llm_token_logprob));
-            seq->lp = lp;
-            seq->lp_cap = size;
-        }
-
-        ngx_memcpy(seq->lp + seq->n_lp, out->logprobs,
-                   out->n_ids * sizeof(llm_token_logprob));
-        seq->n_lp += out->n_ids;
+    if (out->logprobs && out->n_ids
+        && ngx_http_llm_append_array(pool, (void **) &seq->lp, &seq->n_lp,
+                                     &seq->lp_cap, out->logprobs, out->n_ids,
+                                     sizeof(llm_token_logprob))
+           != NGX_OK)
+    {
+        return NGX_ERROR;
     }
 
     if (out->prompt_logprobs && out->n_prompt_logprobs) {
