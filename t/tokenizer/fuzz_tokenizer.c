@@ -12,6 +12,7 @@
  *
  * Properties checked (abort() makes a finding, like a sanitizer report):
  *   - every id encode returns is inside the vocabulary;
+ *   - JSON mode's token texts add up to the decode (whole text only);
  *   - the streaming detokenizer fed the generation id by id returns only
  *     valid UTF-8, and its pieces add up to decode(prompt + generation)
  *     after decode(prompt), whenever the latter is a prefix of the former
@@ -32,8 +33,9 @@
 #include "util.h"
 
 
-static llm_tokenizer  *toks[16];
-static int             n_toks;
+static llm_tokenizer    *toks[16];
+static llm_token_texts   texts[16];
+static int               n_toks;
 
 
 int
@@ -55,6 +57,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
             fprintf(stderr, "fuzz_tokenizer: %s\n", err);
             exit(2);
         }
+        llm_tokenizer_token_texts(toks[n_toks], &texts[n_toks]);
         n_toks++;
     }
     free(copy);
@@ -120,10 +123,52 @@ check_stream(const llm_tokenizer *t, const int32_t *ids, size_t n, size_t cut,
 }
 
 
+/* JSON mode's token texts add up to the decode, but for the spaces a Strip
+ * decoder takes off the front (when the decode is whole text: no U+FFFD, no
+ * special token). */
+static void
+check_texts(const llm_tokenizer *t, const llm_token_texts *tt,
+    const int32_t *ids, size_t n)
+{
+    char    *cat, *dec;
+    size_t   i, len, cat_len = 0, skip = 0;
+
+    for (i = 0; i < n; i++) {
+        if (tt->len[ids[i]] < 0) {
+            return;
+        }
+    }
+    dec = llm_tokenizer_decode(t, ids, n, 0, &len);
+    if (memmem(dec, len, "\xEF\xBF\xBD", 3) != NULL) {
+        free(dec);
+        return;
+    }
+    cat = malloc(1);
+    for (i = 0; i < n; i++) {
+        cat = realloc(cat, cat_len + (size_t) tt->len[ids[i]] + 1);
+        memcpy(cat + cat_len, tt->bytes + tt->off[ids[i]], (size_t) tt->len[ids[i]]);
+        cat_len += (size_t) tt->len[ids[i]];
+    }
+    while (cat_len - skip > len && cat[skip] == ' ') {
+        skip++;
+    }
+    if (cat_len - skip != len || memcmp(cat + skip, dec, len) != 0) {
+        fprintf(stderr, "token texts differ from the decode\n");
+        show("ids", NULL, 0, ids, n);
+        show("texts", cat, cat_len, NULL, 0);
+        show("decode", dec, len, NULL, 0);
+        abort();
+    }
+    free(cat);
+    free(dec);
+}
+
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const llm_tokenizer  *t;
+    const llm_token_texts  *tt;
     int32_t              *ids;
     size_t                i, n, cut;
     int                   mode, vocab;
@@ -132,6 +177,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 2) {
         return 0;
     }
+    tt = &texts[data[0] % n_toks];
     t = toks[data[0] % n_toks];
     mode = data[1];
     data += 2;
@@ -162,6 +208,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     cut = (size_t) (mode >> 3) % (n + 1);
     check_stream(t, ids, n, cut, (mode >> 1) & 1);
+    check_texts(t, tt, ids, n);
     free(ids);
     return 0;
 }
