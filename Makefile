@@ -19,17 +19,18 @@ ifneq ($(SANITIZE),)
 CFLAGS_BASE += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
 LDFLAGS     += -fsanitize=$(SANITIZE)
 endif
-CFLAGS    += $(CFLAGS_BASE) -Iengine
+CFLAGS    += $(CFLAGS_BASE) -Iengine/include -Iengine
 LIBS       = -lyajl -lpcre2-8 -lutf8proc -ldl -lpthread -lm
 
 # Kernels compiled once per instruction set; the CPU backend picks one at run time.
-KERNEL_SRCS   = $(wildcard engine/cpu_kernels_*.c)
+KERNEL_SRCS   = $(wildcard engine/cpu/cpu_kernels_*.c)
 ifneq ($(shell uname -m),x86_64)
-KERNEL_ISA_SRCS = engine/cpu_kernels_generic.c
+KERNEL_ISA_SRCS = engine/cpu/cpu_kernels_generic.c
 else
 KERNEL_ISA_SRCS = $(KERNEL_SRCS)
 endif
-ENGINE_SRCS   = $(filter-out $(KERNEL_SRCS),$(wildcard engine/*.c))
+ENGINE_SRCS   = $(filter-out $(KERNEL_SRCS),$(wildcard engine/*.c engine/*/*.c))
+ENGINE_HDRS   = $(wildcard engine/*.h engine/*/*.h)
 ENGINE_OBJS   = $(ENGINE_SRCS:%.c=$(BUILD)/%.o) $(KERNEL_ISA_SRCS:%.c=$(BUILD)/%.o)
 TOOL_SRCS     = $(wildcard tools/*.c)
 UNIT_SRCS     = $(wildcard t/unit/*.c)
@@ -46,7 +47,7 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 \
              -gencode arch=compute_90a,code=sm_90a \
              -gencode arch=compute_80,code=compute_80
-NVCCFLAGS  = -O3 -std=c++17 $(CUDA_ARCH) -Iengine -Icuda \
+NVCCFLAGS  = -O3 -std=c++17 $(CUDA_ARCH) -Iengine/include -Iengine -Icuda \
              -Xcompiler -fPIC,-fvisibility=hidden
 # host code of the backend (plain C, also tested without CUDA) and of its
 # tests (the host reference, random in-memory models)
@@ -57,6 +58,7 @@ CUDA_CU_OBJS   = $(patsubst %.cu,$(BUILD)/%.o,$(wildcard cuda/*.cu))
 CUDA_LIBS      = -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublas -lcublasLt
 
 .PHONY: all lib cli module unit test run deps asan clean bench fuzz-jinja fuzz-tokenizer \
+	check-layers \
 	template-bench cuda
 
 all: lib cli module
@@ -75,11 +77,11 @@ $(BUILD)/libllm.a: $(ENGINE_OBJS)
 	rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/engine/cpu_kernels_%.o: engine/cpu_kernels_%.c engine/*.h
+$(BUILD)/engine/cpu/cpu_kernels_%.o: engine/cpu/cpu_kernels_%.c $(ENGINE_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(KFLAGS_$*) -O3 -c $< -o $@
 
-$(BUILD)/engine/%.o: engine/%.c engine/*.h
+$(BUILD)/engine/%.o: engine/%.c $(ENGINE_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -91,7 +93,7 @@ $(BUILD)/t/%: t/unit/%.c $(wildcard t/unit/*.h) $(BUILD)/libllm.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -It/unit -o $@ $< $(BUILD)/libllm.a $(LDFLAGS) $(LIBS)
 
-$(BUILD)/cuda/%.o: cuda/%.c $(wildcard cuda/*.h) engine/*.h
+$(BUILD)/cuda/%.o: cuda/%.c $(wildcard cuda/*.h) $(ENGINE_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Icuda -c $< -o $@
 
@@ -107,13 +109,13 @@ CUDA_EMU_OBJS  = $(patsubst cuda/%.cu,$(BUILD)/emu/%.o,$(wildcard cuda/*.cu)) \
                  $(BUILD)/emu/cu_emu.o
 CXXFLAGS_EMU   = -std=c++20 $(OPT) -g -fPIC -pthread -DLLM_CU_EMU -Icuda/emu \
                  -U_FORTIFY_SOURCE \
-                 -Icuda -Iengine -Wall -Wno-unused-parameter \
+                 -Icuda -Iengine/include -Iengine -Wall -Wno-unused-parameter \
                  -Wno-unused-function -Wno-unknown-pragmas -fno-strict-aliasing
 ifeq ($(SANITIZE),)
 unit: $(BUILD)/t/test_cuda_emu $(BUILD)/emu/libllm_cuda.so $(BUILD)/gpu/e2e
 endif
 
-$(BUILD)/emu/%.o: cuda/%.cu $(wildcard cuda/*.h cuda/*.cuh cuda/emu/*.h) engine/*.h
+$(BUILD)/emu/%.o: cuda/%.cu $(wildcard cuda/*.h cuda/*.cuh cuda/emu/*.h) $(ENGINE_HDRS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_EMU) -x c++ -c $< -o $@
 
@@ -144,7 +146,7 @@ $(BUILD)/emu/libllm_cuda.so: $(CUDA_EMU_OBJS) $(CUDA_C_OBJS) cuda/exports.map
 cuda: $(BUILD)/libllm_cuda.so $(BUILD)/gpu/test_kernels $(BUILD)/gpu/bench \
       $(BUILD)/gpu/e2e
 
-$(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.h cuda/*.cuh) engine/*.h
+$(BUILD)/cuda/%.o: cuda/%.cu $(wildcard cuda/*.h cuda/*.cuh) $(ENGINE_HDRS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
@@ -172,6 +174,7 @@ deps:
 	tools/install_deps.sh
 
 test: deps
+	$(MAKE) check-layers
 	$(MAKE) all unit
 	$(MAKE) asan
 	tools/run_tests.sh $(BUILD)
@@ -179,6 +182,11 @@ test: deps
 run: deps
 	$(MAKE) all
 	tools/run_demo.sh $(BUILD)
+
+# the engine's one-way dependencies and the module's one seam, llm.h
+# (docs/architecture.md)
+check-layers:
+	tools/check_layers.sh
 
 asan:
 	$(MAKE) BUILD=build/asan SANITIZE=address OPT=-O1 all unit

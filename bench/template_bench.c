@@ -19,7 +19,7 @@
 
 #include <yajl/yajl_tree.h>
 
-#include "chat_template.h"
+#include "jinja/chat_template.h"
 #include "llm.h"
 
 

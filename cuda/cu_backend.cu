@@ -27,7 +27,7 @@
 #include "cu_kernels.h"
 #include "cu_plan.h"
 #include "cu_weights.h"
-#include "rope.h"
+#include "model/rope.h"
 
 #define LLM_CU_EXPORT extern "C" __attribute__((visibility("default")))
 

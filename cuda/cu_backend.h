@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "cu_state.h"
 
 #ifdef __cplusplus

@@ -12,7 +12,7 @@
 #include "cu_check.cuh"
 #include "cu_device.cuh"
 #include "cu_kernels.h"
-#include "safetensors.h"
+#include "model/safetensors.h"
 
 
 /* ---- embedding ----------------------------------------------------------- */

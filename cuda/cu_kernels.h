@@ -10,7 +10,7 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "cu_state.h"
 
 #ifdef __cplusplus

@@ -15,8 +15,8 @@
 #include "cu_ref.h"
 #include "cu_util.h"
 #include "cu_weights.h"
-#include "rope.h"
-#include "util.h"
+#include "model/rope.h"
+#include "util/util.h"
 
 
 typedef struct {

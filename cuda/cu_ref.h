@@ -12,7 +12,7 @@
 #ifndef LLM_CU_REF_H
 #define LLM_CU_REF_H
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "cu_plan.h"
 
 typedef struct {

@@ -23,8 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "batch.h"
-#include "model.h"
+#include "backend/batch.h"
+#include "model/model.h"
 
 #ifdef __CUDACC__
 #define LLM_CU_HD __host__ __device__

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cu_testmodel.h"
-#include "util.h"
+#include "util/util.h"
 
 
 typedef struct {

@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "model.h"
+#include "model/model.h"
 
 typedef struct {
     llm_arch     arch;

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "util.h"
+#include "backend/backend.h"
+#include "util/util.h"
 
 typedef llm_backend *(*llm_cuda_create_fn)(const llm_model *m,
     const llm_backend_config *cfg, char *err);

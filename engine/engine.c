@@ -22,7 +22,7 @@
 
 #include "engine_internal.h"
 #include "stats.h"
-#include "util.h"
+#include "util/util.h"
 
 #define LLM_DEFAULT_MAX_NUM_SEQS        64
 #define LLM_DEFAULT_MAX_BATCHED_TOKENS  2048

@@ -9,11 +9,11 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "backend.h"
-#include "batch.h"
+#include "backend/backend.h"
+#include "backend/batch.h"
 #include "kv_blocks.h"
 #include "llm.h"
-#include "model.h"
+#include "model/model.h"
 #include "request.h"
 #include "sampler.h"
 #include "sampler_rows.h"

@@ -11,7 +11,7 @@
 
 #include "engine_internal.h"
 #include "stats.h"
-#include "util.h"
+#include "util/util.h"
 
 
 static void

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "kv_blocks.h"
-#include "util.h"
+#include "util/util.h"
 
 
 static void

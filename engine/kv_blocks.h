@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "batch.h"
+#include "backend/batch.h"
 
 typedef struct {
     int        num_blocks;

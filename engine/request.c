@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "engine_internal.h"
-#include "util.h"
+#include "util/util.h"
 
 
 const char *

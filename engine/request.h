@@ -14,7 +14,7 @@
 
 #include "llm.h"
 #include "sampler.h"
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #define LLM_GATE_CLOSED  0x80000000u
 

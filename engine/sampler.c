@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "sampler.h"
-#include "util.h"
+#include "util/util.h"
 
 
 /* ---- random numbers ------------------------------------------------------ */

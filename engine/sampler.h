@@ -8,9 +8,10 @@
 
 #include <stdint.h>
 
-#include "json_grammar.h"
+#include "backend/backend.h"
+#include "grammar/json_grammar.h"
 #include "llm.h"
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 /* xoshiro256**: small, fast, and reproducible for a given seed. */
 typedef struct {
@@ -41,12 +42,6 @@ typedef struct {
     const llm_token_texts  *texts;
     const uint8_t          *json_plain;          /* llm_json_plain() of each */
 } llm_sample_ctx;
-
-/* One logit modification: a token id and an amount. */
-typedef struct {
-    int32_t      id;
-    float        v;                     /* rep: the penalty; sub, bias: the amount */
-} llm_sample_mod;
 
 /* A growing list of modifications (the host's scratch, or a step's rows
  * for a backend that samples on the device). */

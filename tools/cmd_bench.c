@@ -12,11 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "batch.h"
+#include "backend/backend.h"
+#include "backend/batch.h"
 #include "cli.h"
-#include "model.h"
-#include "util.h"
+#include "model/model.h"
+#include "util/util.h"
 
 
 static int

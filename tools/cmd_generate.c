@@ -22,8 +22,8 @@
 
 #include "cli.h"
 #include "llm.h"
-#include "tokenizer.h"
-#include "util.h"
+#include "tokenizer/tokenizer.h"
+#include "util/util.h"
 
 
 typedef struct {

@@ -10,11 +10,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "batch.h"
+#include "backend/backend.h"
+#include "backend/batch.h"
 #include "cli.h"
-#include "model.h"
-#include "util.h"
+#include "model/model.h"
+#include "util/util.h"
 
 
 int

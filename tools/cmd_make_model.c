@@ -22,7 +22,7 @@
 
 #include "cli.h"
 #include "make_model.h"
-#include "util.h"
+#include "util/util.h"
 
 /* The architectures and what their configs look like. */
 typedef struct {

@@ -16,10 +16,10 @@
 
 #include <yajl/yajl_tree.h>
 
-#include "chat_template.h"
+#include "jinja/chat_template.h"
 #include "cli.h"
 #include "llm.h"
-#include "util.h"
+#include "util/util.h"
 
 
 /* Parses a JSON file (or, for --kwargs, a JSON text) into *out. */

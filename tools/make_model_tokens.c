@@ -19,7 +19,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "make_model.h"
-#include "util.h"
+#include "util/util.h"
 
 #define MM_DEPTH    16           /* deeper levels are counted, not recorded */
 #define MM_KEY      256          /* longer keys never match a wanted token */

@@ -27,7 +27,7 @@
 
 #include "make_model.h"
 #include "sampler.h"
-#include "util.h"
+#include "util/util.h"
 
 typedef enum {
     MM_GAUSS,                    /* std * N(0,1) */

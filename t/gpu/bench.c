@@ -30,8 +30,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "backend.h"
-#include "batch.h"
+#include "backend/backend.h"
+#include "backend/batch.h"
 #include "cu_backend.h"
 #include "sampler.h"
 #include "sampler_rows.h"

@@ -33,12 +33,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "batch.h"
+#include "backend/backend.h"
+#include "backend/batch.h"
 #include "llm.h"
-#include "model.h"
-#include "tokenizer.h"
-#include "util.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+#include "util/util.h"
 
 static int  n_ok, n_bad;
 

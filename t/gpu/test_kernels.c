@@ -33,8 +33,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "backend.h"
-#include "batch.h"
+#include "backend/backend.h"
+#include "backend/batch.h"
 #include "cu_backend.h"
 #include "cu_kernels.h"
 #include "cu_plan.h"
@@ -42,7 +42,7 @@
 #include "cu_testmodel.h"
 #include "sampler.h"
 #include "sampler_rows.h"
-#include "util.h"
+#include "util/util.h"
 
 /*
  * Built twice: for the GPU (nvcc present; t/gpu/run.sh runs it) and against

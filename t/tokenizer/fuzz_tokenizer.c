@@ -28,9 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer.h"
-#include "tokenizer_impl.h"
-#include "util.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_impl.h"
+#include "util/util.h"
 
 
 static llm_tokenizer    *toks[16];

@@ -19,12 +19,12 @@
 #include <unistd.h>
 
 #include "tap.h"
-#include "backend.h"
-#include "batch.h"
+#include "backend/backend.h"
+#include "backend/batch.h"
 #include "../../cuda/cu_plan.h"
 #include "../../cuda/cu_ref.h"
 #include "../../cuda/cu_testmodel.h"
-#include "util.h"
+#include "util/util.h"
 
 
 static uint64_t  rng_state = 88172645463325252ULL;

@@ -21,12 +21,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "batch.h"
+#include "backend/backend.h"
+#include "backend/batch.h"
 #include "llm.h"
-#include "model.h"
+#include "model/model.h"
 #include "tap.h"
-#include "tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "engine_harness.h"
 
 #define MAX_REQ   32

@@ -14,8 +14,8 @@
 
 #include <yajl/yajl_tree.h>
 
-#include "chat_template.h"
-#include "jinja.h"
+#include "jinja/chat_template.h"
+#include "jinja/jinja.h"
 #include "tap.h"
 
 

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "json_grammar.h"
+#include "grammar/json_grammar.h"
 #include "tap.h"
 
 

@@ -23,10 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "batch.h"
+#include "backend/backend.h"
+#include "backend/batch.h"
 #include "llm.h"
-#include "model.h"
+#include "model/model.h"
 #include "tap.h"
 #include "engine_harness.h"
 

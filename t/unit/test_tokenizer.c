@@ -15,9 +15,9 @@
 #include <unistd.h>
 
 #include "tap.h"
-#include "tokenizer.h"
-#include "tokenizer_impl.h"
-#include "util.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_impl.h"
+#include "util/util.h"
 
 
 static char  dir[] = "/tmp/llm_tok_unit_XXXXXX";

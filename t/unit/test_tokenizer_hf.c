@@ -23,8 +23,8 @@
 #include <yajl/yajl_tree.h>
 
 #include "tap.h"
-#include "tokenizer.h"
-#include "util.h"
+#include "tokenizer/tokenizer.h"
+#include "util/util.h"
 
 
 typedef struct {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "threadpool.h"
-#include "util.h"
+#include "util/util.h"
 
 /* A worker spins this long for the next region before it sleeps; after
  * LLM_SPIN_PAUSES it yields the CPU on every turn, so a spinning thread

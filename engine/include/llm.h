@@ -187,13 +187,68 @@ typedef void (*llm_output_fn)(llm_request *r, const llm_output *out, void *data)
 
 
 /* The loaded model's parts the client needs (read-only, thread-safe). */
-struct llm_tokenizer;
-struct llm_chat_template;
-const struct llm_tokenizer *llm_model_tokenizer(const llm_model *m);
+typedef struct llm_tokenizer      llm_tokenizer;
+typedef struct llm_chat_template  llm_chat_template;
+const llm_tokenizer *llm_model_tokenizer(const llm_model *m);
 /* NULL when the model has no chat template. */
-const struct llm_chat_template *llm_model_chat_template(const llm_model *m);
+const llm_chat_template *llm_model_chat_template(const llm_model *m);
 int llm_model_vocab_size(const llm_model *m);
 const char *llm_model_dir(const llm_model *m);
+
+
+/* The tokenizer (Hugging Face tokenizer.json; thread-safe once loaded). */
+
+/* Highest token id + 1 (vocabulary plus added tokens). */
+int llm_tokenizer_vocab_size(const llm_tokenizer *t);
+
+/* HF encode(text, add_special_tokens=add_special): special and added tokens
+ * in the text are recognised.  Invalid UTF-8 is handled (defined output, no
+ * crash).  Returns the number of ids and a malloc'd array in *ids, or -1
+ * (with err filled) on failure. */
+int llm_tokenizer_encode(const llm_tokenizer *t, const char *text, size_t len,
+    int add_special, int32_t **ids, char *err);
+
+/* HF decode(ids, skip_special_tokens=skip_special).  Returns a malloc'd
+ * NUL-terminated string; its length in *len. */
+char *llm_tokenizer_decode(const llm_tokenizer *t, const int32_t *ids,
+    size_t n, int skip_special, size_t *len);
+
+/* The token's string in the vocabulary (e.g. "Ġhello", "▁hello", "<0x0A>"),
+ * or NULL for an id out of range. */
+const char *llm_tokenizer_token_str(const llm_tokenizer *t, int32_t id);
+
+/* The id of a token string (vocabulary or added token), or -1. */
+int32_t llm_tokenizer_token_id(const llm_tokenizer *t, const char *str);
+
+/* 1 if the id is an added token marked "special": true. */
+int llm_tokenizer_is_special(const llm_tokenizer *t, int32_t id);
+
+
+/* The chat template.  A JSON value is yajl's yajl_val (struct yajl_val_s *). */
+struct yajl_val_s;
+
+/* Renders with messages (a JSON array), tools (array or NULL), documents
+ * (array or NULL), add_generation_prompt, and extra kwargs (an object whose
+ * keys become template variables, e.g. enable_thinking; NULL for none).
+ * Returns a malloc'd string (length in *len), or NULL with the reason in err
+ * (a raise_exception() message is passed through verbatim). */
+char *llm_chat_template_render(const llm_chat_template *t,
+    struct yajl_val_s *messages, struct yajl_val_s *tools,
+    struct yajl_val_s *documents, int add_generation_prompt,
+    struct yajl_val_s *kwargs, size_t *len, char *err);
+
+/* Flags of llm_chat_template_render_flags(). */
+#define LLM_CHAT_TOOL_ARGS_JSON  0x01   /* what vLLM does to OpenAI requests
+    before rendering: in assistant messages, tool_calls[].function.arguments
+    given as a JSON string is parsed into its value (missing, null or ""
+    become {}), because chat templates expect objects there; a string that
+    is not JSON is an error */
+
+/* llm_chat_template_render() with flags (0 is exactly the function above). */
+char *llm_chat_template_render_flags(const llm_chat_template *t,
+    struct yajl_val_s *messages, struct yajl_val_s *tools,
+    struct yajl_val_s *documents, int add_generation_prompt,
+    struct yajl_val_s *kwargs, unsigned flags, size_t *len, char *err);
 
 
 /* Engine life cycle. */

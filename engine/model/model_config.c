@@ -8,7 +8,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "model.h"
-#include "util.h"
+#include "util/util.h"
 
 
 static yajl_val

@@ -10,10 +10,16 @@
 #include <stddef.h>
 
 #include "batch.h"
-#include "model.h"
-#include "sampler.h"
+#include "llm.h"
+#include "model/model.h"
 
 typedef struct llm_backend llm_backend;
+
+/* One logit modification: a token id and an amount. */
+typedef struct {
+    int32_t      id;
+    float        v;                     /* rep: the penalty; sub, bias: the amount */
+} llm_sample_mod;
 
 /*
  * What forward_sample needs to sample one logits row as engine/sampler.c's

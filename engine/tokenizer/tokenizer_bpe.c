@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "tokenizer_impl.h"
-#include "util.h"
+#include "util/util.h"
 
 
 typedef struct {

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "tokenizer_impl.h"
-#include "util.h"
+#include "util/util.h"
 
 
 /* A list of strings in one buffer. */

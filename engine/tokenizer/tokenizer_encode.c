@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "tokenizer_impl.h"
-#include "util.h"
+#include "util/util.h"
 
 
 #define LLM_TOK_MAX_TEXT  ((size_t) 64 << 20)

@@ -15,7 +15,7 @@
 #include <utf8proc.h>
 
 #include "tokenizer_impl.h"
-#include "util.h"
+#include "util/util.h"
 
 
 static int llm_norm_parse_one(llm_tok_norm *n, yajl_val v, char *err);

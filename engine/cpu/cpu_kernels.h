@@ -12,7 +12,7 @@
 #ifndef LLM_CPU_KERNELS_H
 #define LLM_CPU_KERNELS_H
 
-#include "model.h"
+#include "model/model.h"
 
 typedef struct {
     const char  *name;

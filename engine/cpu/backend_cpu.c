@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "cpu_kernels.h"
-#include "rope.h"
+#include "model/rope.h"
 #include "threadpool.h"
-#include "util.h"
+#include "util/util.h"
 
 
 typedef struct {

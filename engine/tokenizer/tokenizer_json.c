@@ -16,7 +16,7 @@
 #include <yajl/yajl_parse.h>
 
 #include "tokenizer_impl.h"
-#include "util.h"
+#include "util/util.h"
 
 
 /* What a container is, seen from the root. */

@@ -20,7 +20,7 @@
 
 #include "chat_template.h"
 #include "jinja.h"
-#include "util.h"
+#include "util/util.h"
 
 
 #define LLM_MAX_SPECIAL  8

@@ -12,38 +12,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct llm_tokenizer llm_tokenizer;
+#include "llm.h"   /* llm_tokenizer and its encode/decode API */
 
 /* Loads DIR/tokenizer.json (and DIR/tokenizer_config.json when present).
  * NULL and a one-line message naming the file and the problem in err
  * (LLM_ERR_LEN bytes) on failure. */
 llm_tokenizer *llm_tokenizer_load(const char *dir, char *err);
 void llm_tokenizer_free(llm_tokenizer *t);
-
-/* Highest token id + 1 (vocabulary plus added tokens). */
-int llm_tokenizer_vocab_size(const llm_tokenizer *t);
-
-/* HF encode(text, add_special_tokens=add_special): special and added tokens
- * in the text are recognised.  Invalid UTF-8 is handled (defined output, no
- * crash).  Returns the number of ids and a malloc'd array in *ids, or -1
- * (with err filled) on failure. */
-int llm_tokenizer_encode(const llm_tokenizer *t, const char *text, size_t len,
-    int add_special, int32_t **ids, char *err);
-
-/* HF decode(ids, skip_special_tokens=skip_special).  Returns a malloc'd
- * NUL-terminated string; its length in *len. */
-char *llm_tokenizer_decode(const llm_tokenizer *t, const int32_t *ids,
-    size_t n, int skip_special, size_t *len);
-
-/* The token's string in the vocabulary (e.g. "Ġhello", "▁hello", "<0x0A>"),
- * or NULL for an id out of range. */
-const char *llm_tokenizer_token_str(const llm_tokenizer *t, int32_t id);
-
-/* The id of a token string (vocabulary or added token), or -1. */
-int32_t llm_tokenizer_token_id(const llm_tokenizer *t, const char *str);
-
-/* 1 if the id is an added token marked "special": true. */
-int llm_tokenizer_is_special(const llm_tokenizer *t, int32_t id);
 
 /* The BOS / EOS strings from tokenizer_config.json (bos_token, eos_token;
  * either a string or an AddedToken object), "" when absent. */

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "batch.h"
-#include "util.h"
+#include "util/util.h"
 
 
 void

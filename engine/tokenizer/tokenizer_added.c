@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "tokenizer_impl.h"
-#include "util.h"
+#include "util/util.h"
 
 
 static int32_t

@@ -36,7 +36,7 @@
 #include <string.h>
 
 #include "tokenizer_impl.h"
-#include "util.h"
+#include "util/util.h"
 
 
 #define LLM_DETOK_CONTEXT   5       /* prompt ids kept as context (vLLM) */

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "tokenizer_impl.h"
-#include "util.h"
+#include "util/util.h"
 
 
 /* GPT-2's pattern, used by ByteLevel with use_regex: true. */

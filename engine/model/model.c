@@ -12,7 +12,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "model.h"
-#include "util.h"
+#include "util/util.h"
 
 
 typedef struct {

@@ -9,7 +9,7 @@
 #include <utf8proc.h>
 
 #include "tokenizer_impl.h"
-#include "util.h"
+#include "util/util.h"
 
 
 void

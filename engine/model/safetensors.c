@@ -15,7 +15,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "safetensors.h"
-#include "util.h"
+#include "util/util.h"
 
 
 size_t

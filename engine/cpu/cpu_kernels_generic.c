@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "util.h"
+#include "util/util.h"
 
 typedef float llm_v4 __attribute__((vector_size(16)));
 

@@ -31,7 +31,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
-#include "util.h"
+#include "util/util.h"
 
 #define LLM_ALWAYS_INLINE  static inline __attribute__((always_inline))
 

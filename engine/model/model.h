@@ -11,8 +11,8 @@
 
 #include "llm.h"
 #include "safetensors.h"
-#include "tokenizer.h"
-#include "chat_template.h"
+#include "tokenizer/tokenizer.h"
+#include "jinja/chat_template.h"
 
 typedef enum {
     LLM_ARCH_LLAMA = 0,           /* LlamaForCausalLM (Llama 2, 3, 3.1+) */

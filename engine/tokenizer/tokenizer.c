@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "tokenizer_impl.h"
-#include "util.h"
+#include "util/util.h"
 
 
 yajl_val

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "tokenizer_impl.h"
-#include "util.h"
+#include "util/util.h"
 
 
 /* One token's bytes into out; -1 when it is not text. */
