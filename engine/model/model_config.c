@@ -11,15 +11,6 @@
 #include "util/util.h"
 
 
-static yajl_val
-llm_json_get(yajl_val obj, const char *key)
-{
-    const char  *path[] = { key, NULL };
-
-    return yajl_tree_get(obj, path, yajl_t_any);
-}
-
-
 /* Reads an integer field: 1 found, 0 absent or null, -1 wrong type. */
 static int
 llm_json_int(yajl_val obj, const char *key, int *out)

@@ -18,27 +18,10 @@
 #include "util/util.h"
 
 
-yajl_val
-llm_tok_json_get(yajl_val obj, const char *key)
-{
-    size_t  i;
-
-    if (!YAJL_IS_OBJECT(obj)) {
-        return NULL;
-    }
-    for (i = 0; i < obj->u.object.len; i++) {
-        if (strcmp(obj->u.object.keys[i], key) == 0) {
-            return obj->u.object.values[i];
-        }
-    }
-    return NULL;
-}
-
-
 const char *
 llm_tok_json_str(yajl_val obj, const char *key)
 {
-    yajl_val  v = llm_tok_json_get(obj, key);
+    yajl_val  v = llm_json_get(obj, key);
 
     return YAJL_IS_STRING(v) ? v->u.string : NULL;
 }
@@ -47,7 +30,7 @@ llm_tok_json_str(yajl_val obj, const char *key)
 int
 llm_tok_json_bool(yajl_val obj, const char *key, int dflt)
 {
-    yajl_val  v = llm_tok_json_get(obj, key);
+    yajl_val  v = llm_json_get(obj, key);
 
     if (YAJL_IS_TRUE(v)) {
         return 1;
@@ -200,8 +183,8 @@ llm_tok_special_ids(llm_tokenizer *t, yajl_val specials, const char *name,
     yajl_val  s, ids;
     size_t    i;
 
-    s = llm_tok_json_get(specials, name);
-    ids = llm_tok_json_get(s, "ids");
+    s = llm_json_get(specials, name);
+    ids = llm_json_get(s, "ids");
     if (!YAJL_IS_ARRAY(ids)) {
         llm_errf(err, "tokenizer.json: post_processor: special token \"%s\" "
                  "is not in special_tokens", name);
@@ -272,7 +255,7 @@ llm_tok_load_post(llm_tokenizer *t, yajl_val v, char *err)
         return 0;               /* offsets only; ids are unchanged */
     }
     if (strcmp(type, "Sequence") == 0) {
-        list = llm_tok_json_get(v, "processors");
+        list = llm_json_get(v, "processors");
         if (!YAJL_IS_ARRAY(list)) {
             llm_errf(err, "tokenizer.json: post_processor Sequence has no "
                      "processors");
@@ -290,9 +273,9 @@ llm_tok_load_post(llm_tokenizer *t, yajl_val v, char *err)
     {
         tp = llm_tok_add_template(t, 3);
         tp->items[1].is_seq = 1;
-        if (llm_tok_tpl_pair(&tp->items[0], llm_tok_json_get(v, "cls"), "cls",
+        if (llm_tok_tpl_pair(&tp->items[0], llm_json_get(v, "cls"), "cls",
                              err) != 0
-            || llm_tok_tpl_pair(&tp->items[2], llm_tok_json_get(v, "sep"),
+            || llm_tok_tpl_pair(&tp->items[2], llm_json_get(v, "sep"),
                                 "sep", err) != 0)
         {
             return -1;
@@ -304,8 +287,8 @@ llm_tok_load_post(llm_tokenizer *t, yajl_val v, char *err)
                  "supported", type);
         return -1;
     }
-    single = llm_tok_json_get(v, "single");
-    specials = llm_tok_json_get(v, "special_tokens");
+    single = llm_json_get(v, "single");
+    specials = llm_json_get(v, "special_tokens");
     if (!YAJL_IS_ARRAY(single)) {
         llm_errf(err, "tokenizer.json: TemplateProcessing has no \"single\"");
         return -1;
@@ -329,11 +312,11 @@ llm_tok_load_post(llm_tokenizer *t, yajl_val v, char *err)
             }
             continue;
         }
-        if ((inner = llm_tok_json_get(item, "Sequence")) != NULL) {
+        if ((inner = llm_json_get(item, "Sequence")) != NULL) {
             tp->items[i].is_seq = 1;
             continue;
         }
-        inner = llm_tok_json_get(item, "SpecialToken");
+        inner = llm_json_get(item, "SpecialToken");
         name = llm_tok_json_str(inner, "id");
         if (name == NULL) {
             llm_errf(err, "tokenizer.json: TemplateProcessing: bad item %zu",
@@ -353,7 +336,7 @@ llm_tok_load_post(llm_tokenizer *t, yajl_val v, char *err)
 static char *
 llm_tok_config_token(yajl_val cfg, const char *key)
 {
-    yajl_val     v = llm_tok_json_get(cfg, key);
+    yajl_val     v = llm_json_get(cfg, key);
     const char  *s = NULL;
 
     if (YAJL_IS_STRING(v)) {
@@ -494,7 +477,7 @@ llm_tokenizer_load(const char *dir, char *err)
         return NULL;
     }
 
-    model = llm_tok_json_get(root, "model");
+    model = llm_json_get(root, "model");
     type = llm_tok_json_str(model, "type");
     if (model == NULL) {
         llm_errf(sub, "no \"model\" object");
@@ -511,16 +494,16 @@ llm_tokenizer_load(const char *dir, char *err)
         goto failed;
     }
     vocab_size = (int32_t) t->vocab.count;
-    if (llm_tok_load_added(t, llm_tok_json_get(root, "added_tokens"),
+    if (llm_tok_load_added(t, llm_json_get(root, "added_tokens"),
                            vocab_size, sub) != 0
         || llm_tok_norm_parse(&t->normalizer,
-                              llm_tok_json_get(root, "normalizer"), sub) != 0
+                              llm_json_get(root, "normalizer"), sub) != 0
         || llm_tok_pretok_parse(&t->pretok,
-                                llm_tok_json_get(root, "pre_tokenizer"),
+                                llm_json_get(root, "pre_tokenizer"),
                                 sub) != 0
-        || llm_tok_dec_parse(&t->decoder, llm_tok_json_get(root, "decoder"),
+        || llm_tok_dec_parse(&t->decoder, llm_json_get(root, "decoder"),
                              sub) != 0
-        || llm_tok_load_post(t, llm_tok_json_get(root, "post_processor"),
+        || llm_tok_load_post(t, llm_json_get(root, "post_processor"),
                              sub) != 0
         || llm_tok_normalize_added(t, sub) != 0
         || llm_tok_added_build(t, sub) != 0)

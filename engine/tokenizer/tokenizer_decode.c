@@ -130,7 +130,7 @@ llm_tok_dec_free(llm_tok_dec *d)
 static size_t
 llm_dec_size(yajl_val v, const char *key)
 {
-    yajl_val  n = llm_tok_json_get(v, key);
+    yajl_val  n = llm_json_get(v, key);
 
     return (YAJL_IS_INTEGER(n) && YAJL_GET_INTEGER(n) > 0)
            ? (size_t) YAJL_GET_INTEGER(n) : 0;
@@ -150,7 +150,7 @@ llm_dec_parse_one(llm_tok_dec *d, yajl_val v, char *err)
     }
     if (strcmp(type, "Sequence") == 0) {
         d->type = LLM_DEC_SEQUENCE;
-        list = llm_tok_json_get(v, "decoders");
+        list = llm_json_get(v, "decoders");
         if (!YAJL_IS_ARRAY(list)) {
             llm_errf(err, "decoder Sequence has no \"decoders\" list");
             return -1;
@@ -198,7 +198,7 @@ llm_dec_parse_one(llm_tok_dec *d, yajl_val v, char *err)
         }
         d->str = llm_xstrdup(s);
         d->str_len = strlen(s);
-        return llm_tok_pattern_parse(&d->pat, llm_tok_json_get(v, "pattern"),
+        return llm_tok_pattern_parse(&d->pat, llm_json_get(v, "pattern"),
                                      "decoder Replace", err);
     } else if (strcmp(type, "Strip") == 0) {
         d->type = LLM_DEC_STRIP;

@@ -431,8 +431,7 @@ yajl_val llm_tok_json_parse(const char *text, size_t len,
     llm_tok_bpe_src *src, char *msg, size_t msg_len);
 void llm_tok_bpe_src_free(llm_tok_bpe_src *s);
 
-/* JSON helpers (tokenizer.c) */
-yajl_val llm_tok_json_get(yajl_val obj, const char *key);
+/* JSON helpers (tokenizer.c; the lookup is llm_json_get) */
 const char *llm_tok_json_str(yajl_val obj, const char *key);
 int llm_tok_json_bool(yajl_val obj, const char *key, int dflt);
 

@@ -77,7 +77,7 @@ llm_norm_parse_one(llm_tok_norm *n, yajl_val v, char *err)
     }
     if (strcmp(type, "Sequence") == 0) {
         n->type = LLM_NORM_SEQUENCE;
-        list = llm_tok_json_get(v, "normalizers");
+        list = llm_json_get(v, "normalizers");
         if (!YAJL_IS_ARRAY(list)) {
             llm_errf(err, "normalizer Sequence has no \"normalizers\" list");
             return -1;
@@ -129,7 +129,7 @@ llm_norm_parse_one(llm_tok_norm *n, yajl_val v, char *err)
         }
         n->str = llm_xstrdup(s);
         n->str_len = strlen(s);
-        return llm_tok_pattern_parse(&n->pat, llm_tok_json_get(v, "pattern"),
+        return llm_tok_pattern_parse(&n->pat, llm_json_get(v, "pattern"),
                                      "normalizer Replace", err);
     } else {
         llm_errf(err, "normalizer type \"%s\" is not supported", type);

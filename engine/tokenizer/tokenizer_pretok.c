@@ -509,7 +509,7 @@ llm_pretok_parse_one(llm_tok_pretok *p, yajl_val v, char *err)
     }
     if (strcmp(type, "Sequence") == 0) {
         p->type = LLM_PRETOK_SEQUENCE;
-        list = llm_tok_json_get(v, "pretokenizers");
+        list = llm_json_get(v, "pretokenizers");
         if (!YAJL_IS_ARRAY(list)) {
             llm_errf(err, "pre_tokenizer Sequence has no \"pretokenizers\"");
             return -1;
@@ -535,7 +535,7 @@ llm_pretok_parse_one(llm_tok_pretok *p, yajl_val v, char *err)
             }
             return -1;
         }
-        return llm_tok_pattern_parse(&p->pat, llm_tok_json_get(v, "pattern"),
+        return llm_tok_pattern_parse(&p->pat, llm_json_get(v, "pattern"),
                                      "pre_tokenizer Split", err);
     }
     if (strcmp(type, "ByteLevel") == 0) {

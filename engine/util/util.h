@@ -45,10 +45,6 @@ static inline uint16_t llm_f32_to_bf16(float f)
     return (uint16_t) ((v.u + 0x7fff + ((v.u >> 16) & 1)) >> 16);
 }
 
-/* A double as Python's repr() writes it ("1.0", "0.1", "1e-05", "1e+16"):
- * the shortest digits that read back exactly.  buf: 32 bytes. */
-const char *llm_pyfloat(char *buf, double v);
-
 float llm_f16_to_f32(uint16_t h);
 uint16_t llm_f32_to_f16(float f);
 
