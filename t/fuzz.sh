@@ -42,7 +42,7 @@ fi
 
 case $TARGET in
 jinja)
-    SRC="t/templates/fuzz_jinja.c $(echo engine/jinja/jinja_*.c)"
+    SRC="t/templates/fuzz_jinja.c $(echo engine/jinja/jinja_*.c engine/util/*.c)"
     LIBS="-lyajl -lutf8proc -lm"
     OPTS="-max_len=16384 -dict=$ROOT/t/templates/jinja.dict"
     ;;

@@ -425,7 +425,6 @@ jv    jinja_buf_jv(jinja_buf *b);
 void  jv_write_str(jinja_vm *vm, jinja_buf *b, jv v);   /* Python str(v) */
 void  jv_write_repr(jinja_vm *vm, jinja_buf *b, jv v);  /* Python repr(v) */
 jv    jv_to_str(jinja_vm *vm, jv v);                     /* str(v) as a value */
-size_t jinja_format_float(double f, char *out);          /* repr(float) */
 size_t jinja_format_digits(const char *digits, int ndig, int decpt, int use_exp,
           int add_dot_0, char *out);
 int    jinja_float_digits(double f, int prec, int keep_zeros, char *digits,

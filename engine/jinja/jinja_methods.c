@@ -1582,7 +1582,7 @@ format_number(jinja_vm *vm, jv v, const jinja_spec *sp)
         switch (type) {
         case 0:
             if (sp->precision < 0) {
-                n = (int) jinja_format_float(f, tmp);
+                n = (int) strlen(llm_pyfloat(tmp, f));
             } else if (f == 0.0 || !isfinite(f)) {
                 n = snprintf(tmp, sizeof(tmp), "%s", f == 0.0 ? "0.0" : "inf");
             } else {

@@ -1,8 +1,8 @@
 /*
  * jinja_repr.c -- turning values into text exactly as Python does:
  * str() (what {{ x }} prints), repr() (items of printed containers),
- * json.dumps() (the tojson filter Hugging Face installs) and the shortest
- * round-trip float repr.
+ * json.dumps() (the tojson filter Hugging Face installs); repr(float) is
+ * llm_pyfloat().
  */
 #include <math.h>
 #include <stdio.h>
@@ -144,43 +144,6 @@ jinja_float_digits(double f, int prec, int keep_zeros, char *digits, int *decpt)
 }
 
 
-/* repr(float): the shortest digits that read back as the same double,
- * in fixed notation when the decimal exponent is in [-4, 16), else in
- * Python's scientific form (1e+16, 1.5e-05). */
-size_t
-jinja_format_float(double f, char *out)
-{
-    char    tmp[40], digits[24];
-    int     prec, ndig, decpt;
-    char   *o = out;
-
-    if (isnan(f)) {
-        return (size_t) sprintf(out, "nan");
-    }
-    if (isinf(f)) {
-        return (size_t) sprintf(out, f < 0 ? "-inf" : "inf");
-    }
-    if (signbit(f)) {
-        *o++ = '-';
-        f = -f;
-    }
-    if (f == 0.0) {
-        memcpy(o, "0.0", 4);
-        return (size_t) (o - out) + 3;
-    }
-    for (prec = 1; prec < 17; prec++) {
-        snprintf(tmp, sizeof(tmp), "%.*e", prec - 1, f);
-        if (strtod(tmp, NULL) == f) {
-            break;
-        }
-    }
-    ndig = jinja_float_digits(f, prec, 0, digits, &decpt);
-    return (size_t) (o - out)
-           + jinja_format_digits(digits, ndig, decpt, decpt <= -4 || decpt > 16,
-                                 1, o);
-}
-
-
 static void
 jv_write_int(jinja_vm *vm, jinja_buf *b, int64_t i)
 {
@@ -195,11 +158,10 @@ jv_write_int(jinja_vm *vm, jinja_buf *b, int64_t i)
 static void
 jv_write_float(jinja_vm *vm, jinja_buf *b, double f)
 {
-    char    tmp[40];
-    size_t  n;
+    char  tmp[32];
 
-    n = jinja_format_float(f, tmp);
-    jinja_buf_add(vm, b, tmp, n);
+    llm_pyfloat(tmp, f);
+    jinja_buf_add(vm, b, tmp, strlen(tmp));
 }
 
 

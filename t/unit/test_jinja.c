@@ -121,7 +121,7 @@ test_float_repr(void)
     size_t  i;
 
     for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        jinja_format_float(cases[i].f, buf);
+        llm_pyfloat(buf, cases[i].f);
         tap_ok(strcmp(buf, cases[i].s) == 0, "repr(float) %s", cases[i].s);
         if (strcmp(buf, cases[i].s) != 0) {
             tap_diag("got %s", buf);
