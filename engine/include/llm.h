@@ -253,9 +253,26 @@ char *llm_chat_template_render_flags(const llm_chat_template *t,
 
 /* Small primitives the module and the engine share. */
 
+/* Parses JSON from a client into yajl's tree: RFC 8259 as Python's
+ * json.loads reads it (no comments, nothing after the value, a NUL byte is
+ * an error), strings and keys in strict UTF-8, arrays and objects nested at
+ * most max_depth deep.  Neither parsing nor llm_json_free() recurses, so no
+ * input can exhaust a thread's stack.  NULL with a one-line message in err
+ * (LLM_ERR_LEN bytes). */
+struct yajl_val_s *llm_json_parse(const char *text, size_t len, int max_depth,
+    char *err);
+
+/* Frees a tree from llm_json_parse() or yajl_tree_parse() (and nodes added
+ * to it with malloc), iteratively: use it instead of yajl_tree_free(). */
+void llm_json_free(struct yajl_val_s *root);
+
 /* The value of KEY in a JSON object; when the key repeats, the last one
  * (Python's json).  NULL when absent or when OBJ is not an object. */
 struct yajl_val_s *llm_json_get(struct yajl_val_s *obj, const char *key);
+
+/* 1 if s[0..n) is UTF-8 in the strict sense (no overlong forms, no
+ * surrogates, nothing above U+10FFFF). */
+int llm_utf8_valid(const char *s, size_t n);
 
 /* A double as Python's repr() writes it ("1.0", "0.1", "1e-05", "1e+16"):
  * the shortest digits that read back exactly.  buf: 32 bytes. */

@@ -31,6 +31,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "tokenizer.h"
+#include "util/util.h"
 
 
 /* ---- growable byte buffer (tokenizer_utf8.c) ---- */
@@ -50,18 +51,7 @@ void llm_tok_buf_free(llm_tok_buf *b);
 
 /* ---- UTF-8 (tokenizer_utf8.c) ---- */
 
-#define LLM_UTF8_REPLACEMENT  0xFFFDu
-
-/* Length of the well-formed UTF-8 sequence at s[0..n), or 0 if s does not
- * start with one (Unicode 15, table 3-7). */
-size_t llm_utf8_seq_len(const unsigned char *s, size_t n);
-/* Decodes the character at s[i] of a string known to be valid UTF-8;
- * returns its byte length. */
-size_t llm_utf8_decode(const char *s, size_t i, uint32_t *cp);
-/* Length in bytes of the character starting with lead byte c (valid UTF-8). */
-size_t llm_utf8_char_len(unsigned char c);
-size_t llm_utf8_encode(uint32_t cp, char out[4]);
-int llm_utf8_valid(const char *s, size_t n);
+/* llm_utf8_seq_len() and the other decoding primitives: util/util.h */
 /* Appends s to out with every maximal ill-formed subpart replaced by U+FFFD
  * (Unicode "substitution of maximal subparts", as Python's
  * decode(errors="replace"), Rust's from_utf8_lossy and WHATWG do). */

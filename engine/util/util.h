@@ -45,6 +45,19 @@ static inline uint16_t llm_f32_to_bf16(float f)
     return (uint16_t) ((v.u + 0x7fff + ((v.u >> 16) & 1)) >> 16);
 }
 
+/* UTF-8 (utf8.c); llm_utf8_valid() is in llm.h. */
+#define LLM_UTF8_REPLACEMENT  0xFFFDu
+
+/* Length of the well-formed UTF-8 sequence at s[0..n), or 0 if s does not
+ * start with one (Unicode 15, table 3-7). */
+size_t llm_utf8_seq_len(const unsigned char *s, size_t n);
+/* Decodes the character at s[i] of a string known to be valid UTF-8;
+ * returns its byte length. */
+size_t llm_utf8_decode(const char *s, size_t i, uint32_t *cp);
+/* Length in bytes of the character starting with lead byte c (valid UTF-8). */
+size_t llm_utf8_char_len(unsigned char c);
+size_t llm_utf8_encode(uint32_t cp, char out[4]);
+
 float llm_f16_to_f32(uint16_t h);
 uint16_t llm_f32_to_f16(float f);
 

@@ -39,6 +39,7 @@
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/util.h"
+#include "../unit/logits_cmp.h"
 
 static int  n_ok, n_bad;
 
@@ -317,26 +318,6 @@ logits_all(const llm_model *m, const char *device, const int32_t *ids, int n,
 }
 
 
-static float
-top2(const float *x, int V, int *best)
-{
-    float  m1 = -INFINITY, m2 = -INFINITY;
-    int    j;
-
-    *best = 0;
-    for (j = 0; j < V; j++) {
-        if (x[j] > m1) {
-            m2 = m1;
-            m1 = x[j];
-            *best = j;
-        } else if (x[j] > m2) {
-            m2 = x[j];
-        }
-    }
-    return m1 - m2;
-}
-
-
 int
 main(int argc, char **argv)
 {
@@ -402,8 +383,8 @@ main(int argc, char **argv)
             dmax = isnan(d) ? INFINITY : fmaxf(dmax, d);
         }
         max_rel = fmax(max_rel, dmax / amax);
-        gap = top2(lc + (size_t) i * V, V, &ba);
-        top2(lg + (size_t) i * V, V, &bb);
+        gap = logits_top2_gap(lc + (size_t) i * V, V, &ba);
+        logits_top2_gap(lg + (size_t) i * V, V, &bb);
         if (ba != bb) {
             argmax_diff++;
             unexplained += gap > 2.0f * dmax;

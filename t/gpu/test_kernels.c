@@ -43,6 +43,7 @@
 #include "sampler.h"
 #include "sampler_rows.h"
 #include "util/util.h"
+#include "../unit/logits_cmp.h"
 
 /*
  * Built twice: for the GPU (nvcc present; t/gpu/run.sh runs it) and against
@@ -580,58 +581,6 @@ test_qkv_and_attention(env *e, const char *name)
 
 /* ---- the whole forward pass -------------------------------------------------- */
 
-typedef struct {
-    double  max_rel;
-    int     rows, argmax_diff, unexplained, ids_diff, lp_rows, lp_diff;
-} cmp;
-
-
-static float
-top2(const float *x, int V, int *best)
-{
-    float  m1 = -INFINITY, m2 = -INFINITY;
-    int    j;
-
-    *best = 0;
-    for (j = 0; j < V; j++) {
-        if (x[j] > m1) {
-            m2 = m1;
-            m1 = x[j];
-            *best = j;
-        } else if (x[j] > m2) {
-            m2 = x[j];
-        }
-    }
-    return m1 - m2;
-}
-
-
-static void
-cmp_rows(cmp *c, const float *a, const float *b, int n, int V)
-{
-    int     i, j, ba, bb;
-    float   amax, dmax, dd, gap;
-
-    for (i = 0; i < n; i++) {
-        amax = 1e-30f;
-        dmax = 0.0f;
-        for (j = 0; j < V; j++) {
-            amax = fmaxf(amax, fabsf(a[(size_t) i * V + j]));
-            dd = fabsf(a[(size_t) i * V + j] - b[(size_t) i * V + j]);
-            dmax = isnan(dd) ? INFINITY : fmaxf(dmax, dd);
-        }
-        c->max_rel = fmax(c->max_rel, dmax / amax);
-        gap = top2(a + (size_t) i * V, V, &ba);
-        top2(b + (size_t) i * V, V, &bb);
-        if (ba != bb) {
-            c->argmax_diff++;
-            c->unexplained += gap > 2.0f * dmax;
-        }
-        c->rows++;
-    }
-}
-
-
 /* Three sequences: prefills of 100 (every logit), 40 and a 300-row chunk
  * without logits; then a decode, a 64-row chunk and the rest of the long
  * prompt; then decode steps (graph-sized), a 5-row step and one more
@@ -658,7 +607,8 @@ scenario(env *e, const char *name, const char *variant)
     float           *lc = malloc(sizeof(float) * 512 * V);
     float           *lg = malloc(sizeof(float) * 512 * V);
     float           *lr = malloc(sizeof(float) * 512 * V);
-    cmp              cg = { 0 }, cr = { 0 };
+    logits_cmp       cg = { 0 }, cr = { 0 };
+    int              lp_rows = 0, lp_diff = 0;
     int              ok = 1;
     llm_sampler      smp;
     llm_sample_row   srow[512];
@@ -708,8 +658,8 @@ scenario(env *e, const char *name, const char *variant)
             ok = 0;
             break;
         }
-        cmp_rows(&cg, lc, lg, bb.batch.n_logits, V);
-        cmp_rows(&cr, lr, lg, bb.batch.n_logits, V);
+        logits_cmp_rows(&cg, lc, lg, bb.batch.n_logits, V);
+        logits_cmp_rows(&cr, lr, lg, bb.batch.n_logits, V);
         if (step >= 2 && step % 4 == 0) {
             /* the ids path on the same step (an identical K/V rewrite):
              * all greedy (spec NULL), or every eighth step greedy rows with
@@ -734,7 +684,7 @@ scenario(env *e, const char *name, const char *variant)
                 break;
             }
             for (i = 0; i < bb.batch.n_logits; i++) {
-                top2(lg + (size_t) i * V, V, &best);
+                logits_top2_gap(lg + (size_t) i * V, V, &best);
                 cg.ids_diff += ids[i] != best;
                 if (with && srow[i].logprobs >= 0) {
                     int  k, bad;
@@ -750,8 +700,8 @@ scenario(env *e, const char *name, const char *variant)
                               || fabsf(lps[i].top_logprobs[k]
                                        - hl.top_logprobs[k]) > 1e-5f;
                     }
-                    cg.lp_rows++;
-                    cg.lp_diff += bad;
+                    lp_rows++;
+                    lp_diff += bad;
                 }
             }
         }
@@ -760,7 +710,7 @@ scenario(env *e, const char *name, const char *variant)
 
             for (i = 0; i < bb.batch.n_logits; i++) {
                 if (bb.batch.logits_rows[i] == row) {
-                    top2(lc + (size_t) i * V, V, &best);
+                    logits_top2_gap(lc + (size_t) i * V, V, &best);
                     next[s] = best;
                 }
             }
@@ -771,11 +721,11 @@ scenario(env *e, const char *name, const char *variant)
           "all near-ties)", name, variant, cr.rows, cr.max_rel,
           cr.argmax_diff);
     check(ok && cg.max_rel < 3e-2 && cg.unexplained == 0 && cg.ids_diff == 0
-          && cg.lp_rows > 0 && cg.lp_diff == 0,
+          && lp_rows > 0 && lp_diff == 0,
           "%s: forward %s ~ CPU backend (%d rows, rel %.2g, argmax diffs %d, "
           "all near-ties; greedy ids diffs %d; logprobs of %d rows vs the "
           "host's on the same logits: %d differ)", name, variant, cg.rows,
-          cg.max_rel, cg.argmax_diff, cg.ids_diff, cg.lp_rows, cg.lp_diff);
+          cg.max_rel, cg.argmax_diff, cg.ids_diff, lp_rows, lp_diff);
     llm_sampler_free(&smp);
     free(h);
     llm_batch_buf_free(&bb);

@@ -25,6 +25,7 @@
 #include "../../cuda/cu_ref.h"
 #include "../../cuda/cu_testmodel.h"
 #include "util/util.h"
+#include "logits_cmp.h"
 
 
 static uint64_t  rng_state = 88172645463325252ULL;
@@ -396,66 +397,6 @@ test_plan_rejects(void)
 /* ---- the forward pass against the CPU backend ----------------------------- */
 
 
-typedef struct {
-    double   max_rel;          /* max |a - b| / max |a| over all steps */
-    int      rows, argmax_diff, argmax_unexplained, greedy_diff;
-} test_cmp;
-
-
-static float
-test_top2_gap(const float *x, int V, int *best)
-{
-    int    j;
-    float  m1 = -INFINITY, m2 = -INFINITY;
-
-    *best = 0;
-    for (j = 0; j < V; j++) {
-        if (x[j] > m1) {
-            m2 = m1;
-            m1 = x[j];
-            *best = j;
-        } else if (x[j] > m2) {
-            m2 = x[j];
-        }
-    }
-    return m1 - m2;
-}
-
-
-static void
-test_cmp_logits(test_cmp *c, const float *a, const float *b, int n, int V,
-    const int32_t *ids_b)
-{
-    int     i, j, ba, bb;
-    float   amax, d, dmax, gap;
-
-    for (i = 0; i < n; i++) {
-        amax = 0.0f;
-        dmax = 0.0f;
-        for (j = 0; j < V; j++) {
-            amax = fmaxf(amax, fabsf(a[(size_t) i * V + j]));
-            d = fabsf(a[(size_t) i * V + j] - b[(size_t) i * V + j]);
-            dmax = isnan(d) ? INFINITY : fmaxf(dmax, d);
-        }
-        if (dmax / amax > c->max_rel) {
-            c->max_rel = dmax / amax;
-        }
-        gap = test_top2_gap(a + (size_t) i * V, V, &ba);
-        test_top2_gap(b + (size_t) i * V, V, &bb);
-        if (ba != bb) {
-            c->argmax_diff++;
-            if (gap > 2.0f * dmax) {
-                c->argmax_unexplained++;
-            }
-        }
-        if (ids_b && ids_b[i] != bb) {
-            c->greedy_diff++;
-        }
-        c->rows++;
-    }
-}
-
-
 /*
  * The scenario: three sequences on shuffled blocks.  Step 1 prefills them
  * (37 rows with every logit, 5 rows, a 70-row chunk without logits); step 2
@@ -464,7 +405,7 @@ test_cmp_logits(test_cmp *c, const float *a, const float *b, int n, int V,
  * (like draft tokens).  Decoded tokens are a's greedy choices.
  */
 static void
-test_scenario(llm_backend *a, llm_backend *b, int V, test_cmp *c)
+test_scenario(llm_backend *a, llm_backend *b, int V, logits_cmp *c)
 {
     test_batch       t = { 0 };
     int32_t          perm[192], tmp, next[3];
@@ -513,21 +454,21 @@ test_scenario(llm_backend *a, llm_backend *b, int V, test_cmp *c)
             || b->forward(b, &t.bb.batch, lb, err) != 0)
         {
             tap_diag("forward failed: %s", err);
-            c->argmax_unexplained = 1 << 20;
+            c->unexplained = 1 << 20;
             break;
         }
-        test_cmp_logits(c, la, lb, t.bb.batch.n_logits, V, NULL);
+        logits_cmp_rows(c, la, lb, t.bb.batch.n_logits, V);
         if (b->forward_sample) {
             /* the same step again through the ids path: the K/V rewrite
              * is identical, so the cache is unchanged */
             if (b->forward_sample(b, &t.bb.batch, NULL, ids, NULL, err) != 0) {
                 tap_diag("forward_sample failed: %s", err);
-                c->greedy_diff = 1 << 20;
+                c->ids_diff = 1 << 20;
                 break;
             }
             for (i = 0; i < t.bb.batch.n_logits; i++) {
-                test_top2_gap(lb + (size_t) i * V, V, &best);
-                c->greedy_diff += ids[i] != best;
+                logits_top2_gap(lb + (size_t) i * V, V, &best);
+                c->ids_diff += ids[i] != best;
             }
         }
         /* next token of each sequence: a's argmax of its last logits row */
@@ -536,7 +477,7 @@ test_scenario(llm_backend *a, llm_backend *b, int V, test_cmp *c)
 
             for (i = 0; i < t.bb.batch.n_logits; i++) {
                 if (t.bb.batch.logits_rows[i] == row) {
-                    test_top2_gap(la + (size_t) i * V, V, &best);
+                    logits_top2_gap(la + (size_t) i * V, V, &best);
                     next[s] = best;
                 }
             }
@@ -605,7 +546,7 @@ test_forward(void)
     llm_model          *m;
     char                err[LLM_ERR_LEN];
     size_t              mi, oi;
-    test_cmp            c;
+    logits_cmp            c;
 
     bc.threads = 2;
     bc.min_blocks = 200;
@@ -629,11 +570,11 @@ test_forward(void)
             rng_state = 1234567 + mi;
             test_scenario(cpu, ref, m->config.vocab_size, &c);
             tap_ok(c.rows > 0 && c.max_rel <= 1e-4 && c.argmax_diff == 0
-                   && c.greedy_diff == 0,
+                   && c.ids_diff == 0,
                    "exact reference = CPU backend: %s, %s (%d rows, max "
                    "rel %.2g, argmax diffs %d, greedy ids diffs %d)",
                    model_cases[mi].name, opt_cases[oi].name, c.rows,
-                   c.max_rel, c.argmax_diff, c.greedy_diff);
+                   c.max_rel, c.argmax_diff, c.ids_diff);
             cpu->free(cpu);
             ref->free(ref);
         }
@@ -653,7 +594,7 @@ test_forward_rounded(void)
     llm_model          *m;
     char                err[LLM_ERR_LEN];
     size_t              mi;
-    test_cmp            c;
+    logits_cmp            c;
 
     bc.threads = 2;
     bc.min_blocks = 200;
@@ -665,8 +606,8 @@ test_forward_rounded(void)
         memset(&c, 0, sizeof(c));
         rng_state = 7654321 + mi;
         test_scenario(cpu, ref, m->config.vocab_size, &c);
-        tap_ok(c.rows > 0 && c.max_rel <= 3e-2 && c.argmax_unexplained == 0
-               && c.greedy_diff == 0,
+        tap_ok(c.rows > 0 && c.max_rel <= 3e-2 && c.unexplained == 0
+               && c.ids_diff == 0,
                "rounded reference ~ CPU backend: %s (%d rows, max rel %.2g, "
                "argmax diffs %d, all near-ties)", model_cases[mi].name,
                c.rows, c.max_rel, c.argmax_diff);
