@@ -58,7 +58,7 @@ CUDA_CU_OBJS   = $(patsubst %.cu,$(BUILD)/%.o,$(wildcard cuda/*.cu))
 CUDA_LIBS      = -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublas -lcublasLt
 
 .PHONY: all lib cli module unit test run deps asan clean bench fuzz-jinja fuzz-tokenizer \
-	check-layers \
+	check-layers test-under-load \
 	template-bench cuda
 
 all: lib cli module
@@ -178,6 +178,11 @@ test: deps
 	$(MAKE) all unit
 	$(MAKE) asan
 	tools/run_tests.sh $(BUILD)
+
+# the integration tests while busy loops hold every core (CI is busy too)
+test-under-load: deps
+	$(MAKE) all unit
+	tools/test_under_load.sh $(BUILD)
 
 run: deps
 	$(MAKE) all

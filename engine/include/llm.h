@@ -274,6 +274,11 @@ struct yajl_val_s *llm_json_get(struct yajl_val_s *obj, const char *key);
  * surrogates, nothing above U+10FFFF). */
 int llm_utf8_valid(const char *s, size_t n);
 
+/* 2 * n_bytes lowercase hex digits and a NUL: n_bytes from the kernel's
+ * CSPRNG (getrandom), for ids that must not be predictable (16 bytes give
+ * the 128 bits of an OpenAI id). */
+void llm_random_hex(char *out, size_t n_bytes);
+
 /* A double as Python's repr() writes it ("1.0", "0.1", "1e-05", "1e+16"):
  * the shortest digits that read back exactly.  buf: 32 bytes. */
 const char *llm_pyfloat(char *buf, double v);
