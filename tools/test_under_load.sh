@@ -1,7 +1,8 @@
 #!/bin/sh
-# Runs the tests (tools/run_tests.sh: the unit tests, then t/*.t) while busy loops occupy every core, as
-# on a busy CI machine: a test that passes only on a quiet machine fails
-# here.  The loops end with the script, however it ends.
+# Runs the tests (tools/run_tests.sh: the unit tests, then t/*.t) while
+# busy loops occupy every core, as on a busy CI machine: a test that passes
+# only on a quiet machine fails here.  The loops end with the script,
+# however it ends.
 # usage: tools/test_under_load.sh [BUILD_DIR] [TEST...]
 set -eu
 cd "$(dirname "$0")/.."
