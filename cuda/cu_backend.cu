@@ -85,6 +85,10 @@ typedef struct {
     int               n_graphs;
 
     char              err[LLM_ERR_LEN];         /* the ops' messages */
+
+    /* rows whose ids came from forward_sample, rows of logits sent to the
+     * host (forward); LLM_CUDA_STATS=1 prints them when the backend is freed */
+    unsigned long long  rows_sampled, rows_logits;
 } llm_cu_backend;
 
 
@@ -597,8 +601,11 @@ static int
 llm_cu_forward(llm_backend *base, const llm_batch *batch, float *logits,
     char *err)
 {
-    return llm_cu_run((llm_cu_backend *) base, batch, logits, NULL, NULL,
-                      NULL, err);
+    llm_cu_backend  *b = (llm_cu_backend *) base;
+    int              rc = llm_cu_run(b, batch, logits, NULL, NULL, NULL, err);
+
+    b->rows_logits += rc == 0 ? batch->n_logits : 0;
+    return rc;
 }
 
 
@@ -607,8 +614,11 @@ llm_cu_forward_sample(llm_backend *base, const llm_batch *batch,
     const llm_sample_spec *spec, int32_t *ids, llm_token_logprob *lp,
     char *err)
 {
-    return llm_cu_run((llm_cu_backend *) base, batch, NULL, spec, ids, lp,
-                      err);
+    llm_cu_backend  *b = (llm_cu_backend *) base;
+    int              rc = llm_cu_run(b, batch, NULL, spec, ids, lp, err);
+
+    b->rows_sampled += rc == 0 ? batch->n_logits : 0;
+    return rc;
 }
 
 
@@ -846,6 +856,11 @@ llm_cu_free(llm_backend *base)
 
     if (b == NULL) {
         return;
+    }
+    if (llm_cu_env_int("LLM_CUDA_STATS", 0)) {
+        fprintf(stderr, "llm %s: %llu rows sampled on the device, %llu rows "
+                "of logits to the host\n", b->name, b->rows_sampled,
+                b->rows_logits);
     }
     cudaSetDevice(b->dev);
     if (b->stream) {

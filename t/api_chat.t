@@ -3,6 +3,13 @@
 # chat.completion body and the chat.completion.chunk stream in vLLM's exact
 # shape (key order, nulls, chunk sequence, [DONE]), usage, stop strings,
 # logprobs, greedy determinism between the two modes.
+#
+# Anchored outside the module: the prompt is the model's chat template
+# rendered by Python jinja2 (t/templates/render_ref.py, configured as
+# transformers) and tokenized by Hugging Face's tokenizer
+# (t/ref/hf_tokenize.js); the completions are token for token those of
+# `llm generate` (the engine without nginx) on that prompt -- greedy,
+# seeded, top-k/top-p and n = 3 (sample i = seed + i), bodies and streams.
 
 use strict;
 use warnings;
@@ -10,6 +17,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/nginx";
 
+use Encode ();
 use Test::More;
 use NginxLLM;
 
@@ -24,18 +32,70 @@ my %greedy = (messages => \@msgs, temperature => 0, ignore_eos => \1);
 
 # --- prompt: the model's template, no BOS added on top (vLLM's default) ---
 
-my $tmpl_file = $t->dir . '/messages.json';
-open my $fh, '>', $tmpl_file or die;
-print $fh NginxLLM::json()->encode(\@msgs);
-close $fh;
 my $b = NginxLLM::build_dir();
+my $root = NginxLLM::root();
 my $model = NginxLLM->model;
-my $rendered = `$b/llm template --model $model --messages $tmpl_file --add-generation-prompt`;
-open my $tk, '-|', "$b/llm", 'tokenize', '--model', $model, $rendered or die;
-my $ids = do { local $/; <$tk> };
-close $tk;
-my $n_prompt = () = $ids =~ /\d+/g;
-ok($n_prompt > 10, "reference prompt: $n_prompt tokens from llm template + tokenize");
+
+# the output of a command run without a shell (the prompt holds newlines
+# and special tokens), exactly: no newline stripped
+sub run_cmd {
+    my (@cmd) = @_;
+    local $ENV{NODE_PATH} = $ENV{NODE_PATH} || "$root/node_modules";
+    open my $fh, '-|', @cmd or die "@cmd: $!";
+    my $out = do { local $/; <$fh> };
+    close $fh;
+    is($?, 0, 'exit status 0: '
+              . join(' ', map { m{([^/]+)$} } @cmd[0, 1]));
+    return $out // '';
+}
+
+sub write_json {
+    my ($name, $v) = @_;
+    my $file = $t->dir . "/$name";
+    open my $fh, '>', $file or die "$file: $!";
+    print $fh NginxLLM::json()->encode($v);
+    close $fh;
+    return $file;
+}
+
+# the reference rendering: Python jinja2 set up as transformers, with the
+# template and the BOS text from the model's tokenizer_config.json
+sub jinja2_prompt {
+    my ($dir, $messages) = @_;
+    my $tc = NginxLLM::json()->decode(
+        NginxLLM::slurp("$dir/tokenizer_config.json"));
+    my $tpl = $t->dir . '/chat_template.jinja';
+    open my $fh, '>:raw', $tpl or die;
+    print $fh Encode::encode_utf8($tc->{chat_template});
+    close $fh;
+    my $bos = ref $tc->{bos_token} ? $tc->{bos_token}{content}
+                                   : $tc->{bos_token};
+    return run_cmd($ENV{LLM_PYTHON} || '/usr/bin/python3',
+                   "$root/t/templates/render_ref.py", '--template', $tpl,
+                   '--messages', write_json('messages.json', $messages),
+                   '--add-generation-prompt', '--bos', $bos);
+}
+
+sub hf_ids {                    # Hugging Face's tokenizer, no BOS added
+    my ($dir, $text) = @_;
+    my $out = run_cmd('node', "$root/t/ref/hf_tokenize.js", $dir, $text,
+                      'no-special');
+    return NginxLLM::decode_json_safe($out) // [];
+}
+
+my $rendered = jinja2_prompt($model, \@msgs);
+is(run_cmd("$b/llm", 'template', '--model', $model, '--messages',
+           write_json('messages.json', \@msgs), '--add-generation-prompt'),
+   $rendered, 'llm template renders the conversation as Python jinja2 does');
+my $ref_ids = hf_ids($model, $rendered);
+is_deeply(NginxLLM::decode_json_safe(
+              run_cmd("$b/llm", 'tokenize', '--model', $model, $rendered)),
+          $ref_ids, 'llm tokenize gives Hugging Face\'s ids');
+my $n_prompt = @$ref_ids;
+ok($n_prompt > 10, "reference prompt: $n_prompt tokens");
+my $tok = $t->post('/v1/tokenize', { messages => \@msgs });
+is_deeply($tok->{json}{tokens}, $ref_ids,
+          '/v1/tokenize with messages: the reference ids');
 
 # --- non-streaming ---
 
@@ -149,33 +209,39 @@ is($chunks[0]{usage}{completion_tokens}, 0, 'role chunk: 0 completion tokens');
 
 # --- stop strings: the text before the match, stop_reason = the string ---
 
-# seeded sampling: varied text (greedy text from a random model repeats),
-# the same for the same seed
+# seeded sampling: the same text for the same seed
 my %seeded = (%greedy, temperature => 1.0, seed => 1234);
 $r = $t->post('/v1/chat/completions', { %seeded, max_tokens => 12 });
 my $full = $r->{json}{choices}[0]{message}{content};
 $r = $t->post('/v1/chat/completions', { %seeded, max_tokens => 12 });
 is($r->{json}{choices}[0]{message}{content}, $full,
    'seeded sampling: the same text for the same seed');
-my $stop;
-for my $k (2 .. length($full) - 3) {
-    my $cand = substr($full, $k, 2);
-    next if $cand =~ /^\s|\s$/;
-    if (index($full, $cand) == $k) { $stop = $cand; last }
-}
-SKIP: {
-    skip 'no usable stop string in the generated text', 4 unless defined $stop;
-    $r = $t->post('/v1/chat/completions', { %seeded, max_tokens => 12,
-                                            stop => [ $stop ] });
+
+# a text that holds the stop string by construction: logit_bias +100 on
+# "Hello" makes every token Hello, whatever the random weights say; the
+# stop string "loHel" spans two tokens, "oHelloH" three
+my $hello = $t->post('/v1/tokenize', { prompt => 'Hello',
+                                       add_special_tokens => \0 })->{json}{tokens};
+is(scalar @$hello, 1, 'Hello is one token');
+my %hellos = (%seeded, max_tokens => 12, logit_bias => { $hello->[0] => 100 });
+$r = $t->post('/v1/chat/completions', \%hellos);
+is($r->{json}{choices}[0]{message}{content}, 'Hello' x 12,
+   'logit_bias +100: twelve Hellos');
+for my $stop ('loHel', 'oHelloH') {
+    my $want = substr('Hello' x 12, 0, index('Hello' x 12, $stop));
+    $r = $t->post('/v1/chat/completions', { %hellos, stop => [ $stop ] });
     my $c = $r->{json}{choices}[0];
-    is($c->{finish_reason}, 'stop', 'stop string: finish_reason stop');
-    is($c->{stop_reason}, $stop, 'stop string: stop_reason is the string');
-    is($c->{message}{content}, substr($full, 0, index($full, $stop)),
-       'stop string: text up to the match, the match not included');
-    $r = $t->stream('/v1/chat/completions', { %seeded, max_tokens => 12,
-                                              stop => $stop, stream => \1 });
+    is($c->{finish_reason}, 'stop', "stop $stop: finish_reason stop");
+    is($c->{stop_reason}, $stop, "stop $stop: stop_reason is the string");
+    is($c->{message}{content}, $want,
+       "stop $stop: the text up to the match ('$want'), the match not included");
+    $r = $t->stream('/v1/chat/completions', { %hellos, stop => $stop,
+                                              stream => \1 });
     my @c = grep { ref } @{ $r->{events} };
-    is($c[-1]{choices}[0]{stop_reason}, $stop, 'stream: stop_reason on the last chunk');
+    is($c[-1]{choices}[0]{stop_reason}, $stop,
+       "stream, stop $stop: stop_reason on the last chunk");
+    is(join('', map { $_->{choices}[0]{delta}{content} // '' } @c), $want,
+       "stream, stop $stop: the deltas hold nothing of the match");
 }
 
 # --- logprobs ---
@@ -189,12 +255,95 @@ my $e0 = $lp->{content}[0];
 ok(defined $e0->{token} && $e0->{logprob} <= 0 && ref $e0->{bytes} eq 'ARRAY',
    'entry: token, logprob <= 0, bytes');
 is(scalar @{ $e0->{top_logprobs} }, 2, 'top_logprobs: 2 alternatives');
-SKIP: {
-    my $c = $r->{json}{choices}[0]{message}{content};
-    skip 'a token split a UTF-8 sequence', 1 if $c =~ /[^\x00-\x7f]/;
-    is(join('', map { $_->{token} } @{ $lp->{content} }), $c,
-       'the tokens spell the text');
+# a token may end inside a UTF-8 sequence (its string then shows U+FFFD),
+# but the bytes of the tokens always add up to the text's
+is(join('', map { pack 'C*', @{ $_->{bytes} } } @{ $lp->{content} }),
+   Encode::encode_utf8($r->{json}{choices}[0]{message}{content}),
+   'the tokens\' bytes spell the text');
+
+# --- the same tokens as llm generate, the engine without nginx ---
+
+# An untied random model (varied text, not one token repeated), served
+# with the same settings the CLI uses (one thread).  The rendered prompt
+# starts with the BOS text; `llm generate` tokenizes with the special
+# tokens added (HF add_special_tokens=True), so it gets the prompt without
+# that text, and its prompt_ids must be the reference ids.
+my $umodel = NginxLLM->model(tie => 0);
+my $ut = NginxLLM->new(model => $umodel);
+$ut->start;
+my $urendered = jinja2_prompt($umodel, \@msgs);
+my $uref = hf_ids($umodel, $urendered);
+my $bos_text = '<|begin_of_text|>';
+is(substr($urendered, 0, length $bos_text), $bos_text,
+   'the rendered prompt starts with the BOS text');
+my $cli_prompt = substr($urendered, length $bos_text);
+
+sub cli_generate {
+    my (%o) = @_;
+    my $out = run_cmd("$b/llm", 'generate', '--model', $umodel, '--prompt',
+                      $cli_prompt, '--threads', 1, '--json', '--ignore-eos',
+                      map { ("--$_", $o{$_}) } sort keys %o);
+    return NginxLLM::decode_json_safe($out) // {};
 }
+
+for my $case (
+    [ 'greedy', { temperature => 0 }, { temperature => 0 } ],
+    [ 'seeded, temperature 1', { temperature => 1.0, seed => 1234 },
+      { temperature => 1, seed => 1234 } ],
+    [ 'seeded, top-k 40, top-p 0.9, temperature 0.8',
+      { temperature => 0.8, top_k => 40, top_p => 0.9, seed => 7 },
+      { temperature => 0.8, 'top-k' => 40, 'top-p' => 0.9, seed => 7 } ])
+{
+    my ($name, $api, $cli) = @$case;
+    my $g = cli_generate(%$cli, 'max-tokens' => 12);
+    is_deeply($g->{prompt_ids}, $uref,
+              "$name: llm generate's prompt ids are the reference ids");
+    is(scalar @{ $g->{ids} // [] }, 12, "$name: llm generate made 12 tokens");
+    my %body = (messages => \@msgs, max_tokens => 12, ignore_eos => \1,
+                return_token_ids => \1, %$api);
+    $r = $ut->post('/v1/chat/completions', \%body);
+    my $c = $r->{json}{choices}[0];
+    is_deeply($r->{json}{prompt_token_ids}, $uref,
+              "$name: prompt_token_ids = the reference ids");
+    is_deeply($c->{token_ids}, $g->{ids}, "$name: token_ids = llm generate's");
+    is($c->{message}{content}, $g->{text}, "$name: the text = llm generate's");
+    is($c->{finish_reason}, $g->{finish_reason},
+       "$name: finish_reason = llm generate's ($g->{finish_reason})");
+
+    $r = $ut->stream('/v1/chat/completions', { %body, stream => \1 });
+    my @c = grep { ref && @{ $_->{choices} } } @{ $r->{events} };
+    is_deeply($c[0]{prompt_token_ids}, $uref,
+              "$name, streamed: prompt_token_ids in the role chunk");
+    is_deeply([ map { @{ $_->{choices}[0]{token_ids} // [] } } @c ], $g->{ids},
+              "$name, streamed: the chunks' token_ids = llm generate's");
+    is(join('', map { $_->{choices}[0]{delta}{content} // '' } @c), $g->{text},
+       "$name, streamed: the deltas = llm generate's text");
+}
+
+# n = 3: sample i is llm generate with seed + i (vLLM's rule)
+my @gen = map { cli_generate(temperature => 1, seed => 99 + $_,
+                             'max-tokens' => 8) } 0 .. 2;
+my %distinct_ids = map { ("@{ $_->{ids} // [] }" => 1) } @gen;
+is(scalar keys %distinct_ids, 3, 'llm generate: three seeds, three samples');
+my %n3 = (messages => \@msgs, max_tokens => 8, ignore_eos => \1,
+          return_token_ids => \1, temperature => 1.0, seed => 99, n => 3);
+$r = $ut->post('/v1/chat/completions', \%n3);
+is_deeply([ map { $_->{token_ids} } @{ $r->{json}{choices} } ],
+          [ map { $_->{ids} } @gen ], 'n = 3: choice i = llm generate --seed 99+i');
+is_deeply([ map { $_->{message}{content} } @{ $r->{json}{choices} } ],
+          [ map { $_->{text} } @gen ], 'n = 3: and their texts');
+$r = $ut->stream('/v1/chat/completions', { %n3, stream => \1 });
+my (%sids, %stext);
+for my $ch (grep { ref && @{ $_->{choices} } } @{ $r->{events} }) {
+    my $cc = $ch->{choices}[0];
+    push @{ $sids{ $cc->{index} } }, @{ $cc->{token_ids} // [] };
+    $stext{ $cc->{index} } .= $cc->{delta}{content} // '';
+}
+is_deeply([ map { $sids{$_} } 0 .. 2 ], [ map { $_->{ids} } @gen ],
+          'n = 3, streamed: each choice\'s token_ids = llm generate\'s');
+is_deeply([ map { $stext{$_} } 0 .. 2 ], [ map { $_->{text} } @gen ],
+          'n = 3, streamed: each choice\'s text');
+$ut->done;
 
 $t->done;
 done_testing();

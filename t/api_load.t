@@ -1,7 +1,10 @@
 #!/usr/bin/perl
 # Load and backpressure: 50 concurrent streams complete without an error;
 # a client that stops reading (tiny socket buffers) still gets every event
-# of a long stream; the worker keeps serving meanwhile.
+# of a long stream; the worker keeps serving meanwhile.  HTTP/2: a stream
+# reset after it started is cancelled and billed as an abort.  Nothing here
+# waits for a clock: each step waits for the state it needs (the engine
+# finished, the stream started).
 
 use strict;
 use warnings;
@@ -14,11 +17,23 @@ use Socket qw(PF_INET SOCK_STREAM SOL_SOCKET SO_RCVBUF inet_aton
 use Test::More;
 use Time::HiRes qw(sleep time);
 use NginxLLM;
+use Prometheus;
 
 my $t = NginxLLM->new(listen => 'sndbuf=4k',
                       http => "llm_per_request_metrics on;\n"
-                              . "    llm_max_num_seqs 64;");
+                              . "    llm_max_num_seqs 64;",
+                      locations => <<'LOC');
+        location /v1/ { llm_api; }
+        location = /health { llm_health; }
+        location = /metrics { llm_prometheus; }
+LOC
 $t->start;
+
+sub finished_length {
+    my $m = Prometheus::parse($t->get('/metrics')->{content});
+    return $m->value('vllm:request_success_total',
+                     finished_reason => 'length') // 0;
+}
 
 # --- 50 concurrent streams ---
 
@@ -38,6 +53,7 @@ is(scalar(grep { /^\/v1\/chat\/completions 200 / } @$lines), 50,
 # --- backpressure: a client that does not read ---
 
 # a 2 KB receive window, set before connecting so that it holds
+my $done_before = finished_length();
 socket(my $s, PF_INET, SOCK_STREAM, 0) or die "socket: $!";
 setsockopt($s, SOL_SOCKET, SO_RCVBUF, 2048) or die "setsockopt: $!";
 connect($s, pack_sockaddr_in($t->port, inet_aton('127.0.0.1')))
@@ -50,7 +66,12 @@ syswrite($s, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
              . "Connection: close\r\nContent-Type: application/json\r\n"
              . 'Content-Length: ' . length($req) . "\r\n\r\n$req");
 
-sleep 1;                                       # the engine runs ahead
+# the engine runs ahead of the client: it finishes all 120 tokens while
+# the client has read nothing (the output waits in nginx)
+my $deadline = time + 60;
+sleep 0.05 while finished_length() == $done_before && time < $deadline;
+is(finished_length(), $done_before + 1,
+   'the engine finished the stalled stream while its client read nothing');
 
 my $r = $t->post('/v1/chat/completions', {
     messages => [{ role => 'user', content => 'Meanwhile?' }],
@@ -76,15 +97,22 @@ $t->done;
 
 # --- HTTP/2: streams are DATA frames; a reset stream is an abort ---
 
-my $h2 = NginxLLM->new(listen => 'http2');
+# a long max_model_len: a stream that is not cancelled runs for seconds
+my $h2 = NginxLLM->new(listen => 'http2', engine => <<'ENGINE');
+    llm_served_model_name tiny;
+    llm_threads 1;
+    llm_max_model_len 4096;
+    llm_kv_cache_size 16m;
+    llm_thread_pool llm;
+ENGINE
 $h2->start(wait => 0);
 my $url = $h2->url('/v1/chat/completions');
 my $curl = "curl -s --http2-prior-knowledge -H 'Content-Type: application/json'";
-my $ready;
-for (1 .. 200) {
+my $ready = '';
+$deadline = time + 60;                          # the model loads
+while ($ready ne '200' && time < $deadline) {
+    sleep 0.05 if length $ready;
     $ready = `$curl -o /dev/null -w '%{http_code}' ${\ $h2->url('/health')}`;
-    last if $ready eq '200';
-    sleep 0.05;
 }
 is($ready, '200', 'HTTP/2: /health');
 my $body = q({"messages":[{"role":"user","content":"hi"}],"max_tokens":4,)
@@ -92,11 +120,26 @@ my $body = q({"messages":[{"role":"user","content":"hi"}],"max_tokens":4,)
 $out = `$curl -N -w '\n%{http_version}' $url -d '$body'`;
 like($out, qr/"finish_reason":"length".*data: \[DONE\]\n\n\n2\z/s,
      'HTTP/2: a whole stream');
-$body =~ s/"max_tokens":4/"max_tokens":250/;
-system("$curl -N -m 0.3 -o /dev/null $url -d '$body'");
-my $line = $h2->wait_log_line(qr/finish=abort/);
-like($line // '', qr/^\/v1\/chat\/completions 200 .*completion=\d+ /,
-     'HTTP/2: a reset stream is cancelled and billed as abort');
+# reset once its first content chunk arrived, the connection kept open
+# until the access log has the request's line: the reset alone ended it
+$body =~ s/"max_tokens":4/"max_tokens":4000/;
+($rc, $out) = $h2->node('h2_reset.mjs', $h2->url(''), '/v1/chat/completions',
+                        $body, $h2->dir . '/logs/access.log');
+my $res2 = NginxLLM::decode_json_safe($out) // {};
+is($rc, 0, 'HTTP/2 reset driver ran') or diag($out);
+ok(!$res2->{error} && $res2->{chunks} >= 1,
+   'HTTP/2: the stream started (a content chunk) before the reset')
+    or diag($out);
+like($res2->{log_line} // '',
+     qr/^\/v1\/chat\/completions 200 .*completion=\d+ .*finish=abort /,
+     'HTTP/2: a reset stream is cancelled and billed as abort')
+    or diag($out);
+my ($billed) = ($res2->{log_line} // '') =~ / completion=(\d+) /;
+ok(defined $billed && $billed >= 1 && $billed < 4000,
+   "HTTP/2: billed for the tokens made before the reset (" . ($billed // '-')
+   . ')');
+is_deeply([ $res2->{second_status}, $res2->{second_done} ], [ 200, JSON::PP::true ],
+          'HTTP/2: the connection serves the next stream after the reset');
 $h2->done;
 
 done_testing();

@@ -4,6 +4,15 @@
 # in bodies and streams, llm_force_include_usage, queue time behind another
 # request, access-log lines for completed and aborted streams, cancellation
 # on disconnect, and llm_log_stats off.
+#
+# The timings are bound by the client's own clock (CLOCK_MONOTONIC, the
+# engine's clock): the engine stamps `queued` after the client started
+# sending and the first token before the client can receive it, so
+# queue + ttft <= the client's time to the first chunk with a token id and
+# queue + ttft + generation <= the client's time to the last byte.  No
+# check races a clock: a request that must wait is made to wait (it is
+# seen waiting on /metrics before the one ahead of it may end), and a
+# client that leaves does so after its stream started.
 
 use strict;
 use warnings;
@@ -12,8 +21,9 @@ use FindBin;
 use lib "$FindBin::Bin/nginx";
 
 use Test::More;
-use Time::HiRes qw(sleep time);
+use Time::HiRes qw(sleep time clock_gettime CLOCK_MONOTONIC);
 use NginxLLM;
+use Prometheus;
 
 my $NUM = qr/-?\d+(?:\.\d+)?(?:e[-+]\d+)?/;
 my @msgs = ({ role => 'user', content => 'Tell me a story.' });
@@ -47,8 +57,68 @@ sub read_events {
     return $buf;
 }
 
+# the request's id, from the first chunk of a stream
+sub stream_id { ($_[0] =~ /"id":"(chatcmpl-[0-9a-f]+)"/)[0] // 'none' }
+
+sub mono { clock_gettime(CLOCK_MONOTONIC) }
+
+# A POST timed on the client: t0 before connecting, t_token once the first
+# chunk with a generated token id (return_token_ids) was read, t_end after
+# the last byte.  Returns the decoded body (or the stream's usage chunk)
+# and the two intervals in ms.
+sub timed_post {
+    my ($srv, $path, $body) = @_;
+    my ($raw, $t_token) = ('');
+    my $t0 = mono();
+    my $r = $srv->request('POST', $path, { %$body, return_token_ids => \1 },
+        data_callback => sub {
+            $raw .= $_[0];
+            $t_token //= mono()
+                if $body->{stream} && $raw =~ /"token_ids":\[\d/;
+        });
+    my $t_end = mono();
+    my $json = NginxLLM::decode_json_safe($raw);
+    if ($body->{stream}) {
+        ($json) = grep { ref && $_->{usage} }
+                  map { NginxLLM::decode_json_safe($_) }
+                  map { /^data: (.*)$/s ? $1 : () } split /\n\n/, $raw;
+    }
+    return ($json // {}, defined $t_token ? 1000 * ($t_token - $t0) : undef,
+            1000 * ($t_end - $t0));
+}
+
+# the bounds by the client's clock; 1e-6 ms for the sums' rounding
+sub within_client_clock {
+    my ($name, $m, $to_token, $to_end) = @_;
+    my $start = ($m->{queue_time_ms} // 0) + ($m->{time_to_first_token_ms} // 0);
+    my $all = $start + ($m->{generation_time_ms} // 0);
+    ok(defined $m->{time_to_first_token_ms} && defined $m->{queue_time_ms}
+       && defined $m->{generation_time_ms}
+       && $all <= $to_end + 1e-6,
+       sprintf("$name: queue + ttft + generation (%.3f ms) <= the client's "
+               . 'time to the last byte (%.3f ms)', $all, $to_end));
+    return unless $name =~ /stream/;
+    ok(defined $to_token && $m->{time_to_first_token_ms} <= $start + 1e-6
+       && $start <= $to_token + 1e-6,
+       sprintf("$name: ttft (%.3f ms) <= queue + ttft (%.3f ms) <= the "
+               . 'client\'s time to the first token chunk (%s ms)',
+               $m->{time_to_first_token_ms} // -1, $start,
+               defined $to_token ? sprintf('%.3f', $to_token) : 'none'));
+}
+
+# a max_model_len that lets a stream run for seconds: one that must be
+# cancelled cannot end by itself first
+my $LONG = <<'ENGINE';
+    llm_served_model_name tiny;
+    llm_threads 1;
+    llm_max_model_len 4096;
+    llm_kv_cache_size 16m;
+    llm_thread_pool llm;
+ENGINE
+
 my $t = NginxLLM->new(
     http => 'llm_per_request_metrics on;',
+    engine => $LONG,
     locations => <<'LOC');
         location /v1/ { llm_api; }
         location /off/v1/ { llm_api; llm_per_request_metrics off; }
@@ -123,6 +193,32 @@ $r = $t->stream('/v1/completions', { prompt => 'Hello', max_tokens => 4,
 is(scalar keys %{ $chunks[-1]{metrics} // {} }, 5,
    'completions stream: metrics on the usage chunk');
 
+# --- bound by the client's clock ---
+
+for my $case (
+    [ 'chat body', '/v1/chat/completions', { %greedy, max_tokens => 8 } ],
+    [ 'chat body, N = 1', '/v1/chat/completions', { %greedy, max_tokens => 1 } ],
+    [ 'completions body', '/v1/completions',
+      { prompt => 'Hello', max_tokens => 6, temperature => 0,
+        ignore_eos => \1 } ],
+    [ 'chat stream', '/v1/chat/completions',
+      { %greedy, max_tokens => 12, stream => \1,
+        stream_options => { include_usage => \1 } } ],
+    [ 'chat stream, N = 1', '/v1/chat/completions',
+      { %greedy, max_tokens => 1, stream => \1,
+        stream_options => { include_usage => \1 } } ],
+    [ 'completions stream', '/v1/completions',
+      { prompt => 'Hello', max_tokens => 12, temperature => 0,
+        ignore_eos => \1, stream => \1,
+        stream_options => { include_usage => \1 } } ])
+{
+    my ($name, $path, $body) = @$case;
+    my ($j, $to_token, $to_end) = timed_post($t, $path, $body);
+    is($j->{usage}{completion_tokens}, $body->{max_tokens},
+       "$name: $body->{max_tokens} tokens");
+    within_client_clock($name, $j->{metrics} // {}, $to_token, $to_end);
+}
+
 # --- llm_per_request_metrics off (a location) ---
 
 $r = $t->post('/off/v1/chat/completions', { %greedy, max_tokens => 2 });
@@ -167,54 +263,111 @@ is(log_fields($one // '')->{itl}, '-', 'log: "-" where the value is null');
 
 # --- an aborted stream is billed: tokens so far, finish "abort" ---
 
+# the client leaves after two content chunks of a 4000-token stream
 my $s = $t->raw_socket('POST', '/off/v1/chat/completions',
-                       { %greedy, max_tokens => 200, stream => \1 });
-read_events($s, 3);
+                       { %greedy, max_tokens => 4000, stream => \1 });
+my $id = stream_id(read_events($s, 3));
 close $s;
-$f = log_fields($t->wait_log_line(qr{^/off/v1/\S+ 200 .*finish=abort}) // '');
+$f = log_fields($t->wait_log_line(qr{^/off/v1/\S+ 200 id=$id .*finish=abort}, 60)
+                // '');
 is($f->{finish}, 'abort', 'aborted stream: finish=abort');
-ok($f->{completion} >= 1 && $f->{completion} < 200,
+ok($f->{completion} >= 1 && $f->{completion} < 4000,
    "aborted stream: the tokens generated so far ($f->{completion})");
 like($f->{ttft}, qr/^\d+\.\d{3}$/,
      'aborted stream: timing variables filled, metrics off or not');
 
 $t->done;
 
-# --- a request that waits behind another: queue time > 0; a client that
-#     leaves frees its slot at once ---
+# --- a request that waits behind another: queue time covers the whole
+#     of the one ahead of it; a client that leaves frees its slot ---
 
 my $q = NginxLLM->new(http => "llm_per_request_metrics on;\n"
-                              . "    llm_max_num_seqs 1;");
+                              . "    llm_max_num_seqs 1;",
+                      engine => $LONG, locations => <<'LOC');
+        location /v1/ { llm_api; }
+        location = /health { llm_health; }
+        location = /metrics { llm_prometheus; }
+LOC
 $q->start;
 
-$s = $q->raw_socket('POST', '/v1/chat/completions',
-                    { %greedy, max_tokens => 40, stream => \1,
-                      stream_options => { include_usage => \1 } });
-read_events($s, 2);                      # the first one runs
-my $bg = $q->bg_request('POST', '/v1/chat/completions',
+sub gauges {
+    my $m = Prometheus::parse($q->get('/metrics')->{content});
+    return ($m->value('vllm:num_requests_running') // -1,
+            $m->value('vllm:num_requests_waiting') // -1,
+            $m->value('vllm:request_success_total',
+                      finished_reason => 'abort') // 0);
+}
+
+# polls /metrics until want->(running, waiting, aborted) holds
+sub gauges_until {
+    my ($want) = @_;
+    my $deadline = time + 60;
+    my @g = gauges();
+    while (!$want->(@g) && time < $deadline) {
+        sleep 0.02;
+        @g = gauges();
+    }
+    return @g;
+}
+
+# A (4000 tokens) holds the only slot; B (40 tokens) is seen waiting, then
+# C (2 tokens) is seen waiting behind B; only then does A's client leave.
+# B runs next, then C: C was queued before B was scheduled and is
+# scheduled after B's last token, so its queue time holds all of B's.
+# (Raw sockets, not bg_request: a forked child would keep A's open.)
+my $sa = $q->raw_socket('POST', '/v1/chat/completions',
+                        { %greedy, max_tokens => 4000, stream => \1 });
+my $ida = stream_id(read_events($sa, 2));
+my $sb = $q->raw_socket('POST', '/v1/chat/completions',
+                        { %greedy, max_tokens => 40, stream => \1,
+                          stream_options => { include_usage => \1 } });
+my @g = gauges_until(sub { $_[1] == 1 });
+is_deeply([ @g[0, 1] ], [ 1, 1 ], 'llm_max_num_seqs 1: B waits while A runs');
+my $sc = $q->raw_socket('POST', '/v1/chat/completions',
                         { %greedy, max_tokens => 2 });
-my $rest = read_events($s, 1000);
-close $s;
+@g = gauges_until(sub { $_[1] == 2 });
+is_deeply([ @g[0, 1] ], [ 1, 2 ], 'C waits behind B');
+my $aborted = $g[2];
+close $sa;
+my $rest = read_events($sb, 1_000_000);
+close $sb;
 my ($usage) = $rest =~ /^data: (\{.*"choices":\[\].*\})$/m;
 my $m1 = (NginxLLM::decode_json_safe($usage // '') // {})->{metrics} // {};
-$r = $q->wait_bg($bg);
-my $m2 = $r->{json}{metrics} // {};
-is($r->{status}, 200, 'the second request: 200');
-ok($m2->{queue_time_ms} > 0, "it queued: queue_time_ms $m2->{queue_time_ms}");
-ok($m2->{queue_time_ms} > 20 * $m1->{mean_itl_ms},
-   'it waited for most of the first request\'s 40 tokens');
-ok($m1->{queue_time_ms} < $m2->{queue_time_ms}, 'the first one did not');
+my $resp = do { local $/; <$sc> } // '';
+close $sc;
+my ($status) = $resp =~ m{^HTTP/1\.1 (\d+)};
+my ($cbody) = $resp =~ /\r\n\r\n(.*)\z/s;
+my $m2 = (NginxLLM::decode_json_safe($cbody // '') // {})->{metrics} // {};
+$f = log_fields($q->wait_log_line(qr{ id=$ida .*finish=abort}, 60) // '');
+is($f->{finish}, 'abort', 'A\'s client left: A was cancelled (finish=abort)');
+like($rest, qr/"completion_tokens":40,.*data: \[DONE\]/s, 'B: all 40 tokens');
+is($status, 200, 'C: 200');
+ok($m1->{queue_time_ms} > 0, "B queued behind A: queue_time_ms $m1->{queue_time_ms}");
+my $b_run = ($m1->{time_to_first_token_ms} // 9e9)
+            + ($m1->{generation_time_ms} // 9e9);
+ok(defined $m2->{queue_time_ms} && $m2->{queue_time_ms} >= $b_run - 1e-6,
+   sprintf('C waited for all of B\'s 40 tokens: its queue_time_ms %.3f >= '
+           . 'B\'s ttft + generation %.3f', $m2->{queue_time_ms} // -1, $b_run));
+ok(defined $m1->{mean_itl_ms}
+   && $m2->{queue_time_ms} >= 39 * $m1->{mean_itl_ms} - 1e-6,
+   'so more than 39 of B\'s inter-token latencies');
 
-# the client of a long stream leaves: the next request does not wait for it
+# a client that leaves a long stream frees the slot: the engine finishes
+# its request as an abort, nothing runs, the next request is served
 $s = $q->raw_socket('POST', '/v1/chat/completions',
-                    { %greedy, max_tokens => 250, stream => \1 });
-read_events($s, 2);
+                    { %greedy, max_tokens => 4000, stream => \1 });
+$id = stream_id(read_events($s, 2));
 close $s;
-sleep 0.05;
-$r = $q->post('/v1/chat/completions', { %greedy, max_tokens => 1 });
-ok($r->{json}{metrics}{queue_time_ms} < 100 * $m1->{mean_itl_ms},
-   'disconnect cancels at once: the next request did not wait for 250 '
-   . "tokens (queued $r->{json}{metrics}{queue_time_ms} ms)");
+$f = log_fields($q->wait_log_line(qr{ id=$id .*finish=abort}, 60) // '');
+is($f->{finish}, 'abort', 'disconnect cancels: billed as abort after '
+                          . ($f->{completion} // '-') . ' of 4000 tokens');
+@g = gauges_until(sub { $_[0] == 0 && $_[2] == $aborted + 2 });
+is_deeply(\@g, [ 0, 0, $aborted + 2 ],
+          'the engine finished both as aborts (Prometheus), nothing runs or waits');
+($r, my $to_token, my $to_end) = timed_post($q, '/v1/chat/completions',
+                                            { %greedy, max_tokens => 1 });
+is($r->{usage}{completion_tokens}, 1, 'the next request is served');
+within_client_clock('the next request', $r->{metrics} // {}, undef, $to_end);
 $q->done;
 
 # --- llm_log_stats off: timing variables "-", billing data stays ---

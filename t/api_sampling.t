@@ -335,72 +335,65 @@ is($badstr, 0, 'chat: each token is the string of the argmax id');
 
 # --- stop strings across token boundaries, in streams ---
 
-# a seeded text whose first tokens are plain ASCII, and where a boundary
-# between two of them is a good place for a stop string
-my ($stop_body, $text, $off, @tokens);
-for my $seed (1 .. 40) {
-    my $body = { %samp, prompt => 'Once upon a time', max_tokens => 12,
-                 seed => $seed };
-    my $x = $t->post($cmpl, { %$body, logprobs => 0 });
-    my $lp = $x->{json}{choices}[0]{logprobs};
-    my @tk = @{ $lp->{tokens} };
-    $text = $x->{json}{choices}[0]{text};
-    for my $k (1 .. 8) {
-        last if grep { !/^[ -~]{2,}$/ } @tk[0 .. $k + 1];
-        $off = $lp->{text_offset}[$k];
-        my $stop = substr($text, $off - 1, length($tk[$k]) + 2);
-        next unless index($text, $stop) == $off - 1
-                    && index($text, substr($text, $off - 2, 4)) == $off - 2;
-        ($stop_body, @tokens) = ($body, @tk[0 .. $k + 1]);
-        $stop_body->{stop} = [ substr($text, $off - 2, 4), $stop ];
-        last;
-    }
-    last if $stop_body;
+# A seeded text over four tokens of four characters, a space and three
+# letters (allowed_token_ids): whatever the sample, the string from the
+# third character of the first token to the second of the next spans two
+# tokens, the one from the fourth character to the first of the third
+# token spans three, and neither occurs earlier (a space sits inside
+# them, and tokens have theirs only in front).
+my @words = (' cat', ' dog', ' sun', ' red');
+my @word_ids = map {
+    $t->post('/v1/tokenize', { prompt => $_, add_special_tokens => \0 })
+      ->{json}{tokens}
+} @words;
+is_deeply([ map { scalar @$_ } @word_ids ], [ 1, 1, 1, 1 ],
+          join(', ', map { "'$_'" } @words) . ' are one token each');
+my %is_word = map { $_ => 1 } @words;
+my $stop_body = { %samp, prompt => 'Once upon a time', max_tokens => 12,
+                  seed => 1, allowed_token_ids => [ map { @$_ } @word_ids ] };
+my $x = $t->post($cmpl, { %$stop_body, logprobs => 0 });
+my $text = $x->{json}{choices}[0]{text};
+my @tk = @{ $x->{json}{choices}[0]{logprobs}{tokens} };
+ok(@tk == 12 && !grep({ !$is_word{$_} } @tk),
+   "the seeded text: 12 of those tokens ($text)");
+$stop_body->{stop} = [ substr($text, 2, 4), substr($text, 3, 6) ];
+is_deeply([ map { index($text, $_) } @{ $stop_body->{stop} } ], [ 2, 3 ],
+          "stop strings '$stop_body->{stop}[0]' and '$stop_body->{stop}[1]' "
+          . 'first occur across the first tokens');
+
+for my $case ([ $stop_body->{stop}[0], 'two tokens' ],
+              [ $stop_body->{stop}[1], 'three tokens' ]) {
+    my ($stop, $name) = @$case;
+    my $want = substr($text, 0, index($text, $stop));
+    $sr = $t->stream($cmpl, { %$stop_body, stop => [$stop], stream => \1 });
+    @chunks = grep { ref } @{ $sr->{events} };
+    my $got = join '', map { $_->{choices}[0]{text} } @chunks;
+    is($got, $want, "stream, a stop string across $name: the text "
+                    . "before it ('$want'), none of the string");
+    is($chunks[-1]{choices}[0]{finish_reason}, 'stop',
+       "stream, across $name: finish_reason stop");
+    is($chunks[-1]{choices}[0]{stop_reason}, $stop,
+       "stream, across $name: stop_reason is the string");
 }
 
-SKIP: {
-    skip 'no ASCII tokens to put a stop string across', 8 unless $stop_body;
-    my ($two, $three) = @{ $stop_body->{stop} };
-
-    for my $case ([ $two, 'two tokens' ], [ $three, 'three tokens' ]) {
-        my ($stop, $name) = @$case;
-        my $want = substr($text, 0, index($text, $stop));
-        $sr = $t->stream($cmpl, { %$stop_body, stop => [$stop],
-                                  stream => \1 });
-        @chunks = grep { ref } @{ $sr->{events} };
-        my $got = join '', map { $_->{choices}[0]{text} } @chunks;
-        is($got, $want, "stream, a stop string across $name: the text "
-                        . 'before it, none of the string');
-        is($chunks[-1]{choices}[0]{finish_reason}, 'stop',
-           "stream, across $name: finish_reason stop");
-        is($chunks[-1]{choices}[0]{stop_reason}, $stop,
-           "stream, across $name: stop_reason is the string");
-    }
-}
-
-# chat streams too
+# chat streams too: a stop string from the last character of the first
+# token to the second of the next
 $r = $t->post($chat, { %samp, messages => \@msgs, max_tokens => 10, seed => 4,
+                       allowed_token_ids => $stop_body->{allowed_token_ids},
                        logprobs => \1 });
 my @ct = map { $_->{token} } @{ $r->{json}{choices}[0]{logprobs}{content} };
 my $ctext = $r->{json}{choices}[0]{message}{content};
-my ($cstop, $cpos);
-for my $k (1 .. $#ct - 1) {
-    last if grep { !/^[ -~]+$/ } @ct[0 .. $k];
-    $cpos = length(join '', @ct[0 .. $k - 1]) - 1;
-    next if $cpos < 0;
-    $cstop = substr($ctext, $cpos, 2);
-    last if length($cstop) == 2 && index($ctext, $cstop) == $cpos;
-    undef $cstop;
-}
-SKIP: {
-    skip 'no ASCII boundary in the chat text', 2 unless defined $cstop;
-    $sr = $t->stream($chat, { %samp, messages => \@msgs, max_tokens => 10,
-                              seed => 4, stop => $cstop, stream => \1 });
-    @chunks = grep { ref } @{ $sr->{events} };
-    is(join('', map { $_->{choices}[0]{delta}{content} // '' } @chunks),
-       substr($ctext, 0, $cpos), 'chat stream, stop across a boundary');
-    is($chunks[-1]{choices}[0]{stop_reason}, $cstop, 'chat stream: stop_reason');
-}
+ok(@ct == 10 && !grep({ !$is_word{$_} } @ct),
+   "the seeded chat text: 10 of those tokens ($ctext)");
+my $cstop = substr($ctext, 3, 3);
+is(index($ctext, $cstop), 3, "'$cstop' first occurs across the first two tokens");
+$sr = $t->stream($chat, { %samp, messages => \@msgs, max_tokens => 10,
+                          seed => 4, stop => $cstop, stream => \1,
+                          allowed_token_ids => $stop_body->{allowed_token_ids} });
+@chunks = grep { ref } @{ $sr->{events} };
+is(join('', map { $_->{choices}[0]{delta}{content} // '' } @chunks),
+   substr($ctext, 0, 3), 'chat stream, stop across a boundary');
+is($chunks[-1]{choices}[0]{stop_reason}, $cstop, 'chat stream: stop_reason');
 
 # --- stop_token_ids with min_tokens, ignore_eos, logit_bias, seed ---
 
@@ -446,8 +439,7 @@ isnt($sa->{json}{choices}[0]{text}, $sb->{json}{choices}[0]{text},
 # --- vLLM's include_stop_str_in_output, skip_special_tokens,
 #     allowed_token_ids and truncate_prompt_tokens ---
 
-SKIP: {
-    skip 'no ASCII tokens to put a stop string across', 2 unless $stop_body;
+{
     my $stop = $stop_body->{stop}[1];
     my $want = substr($text, 0, index($text, $stop) + length($stop));
     $r = $t->post($cmpl, { %$stop_body, stop => [$stop],
@@ -584,9 +576,8 @@ ok(!grep({ my $i = $_; grep { $_ == $i } @{ tok($w1) }, @{ tok(" $w1") } }
 # a two-token word: with "Hello" pushed by logit_bias the greedy text is
 # "HelloHello..."; banning "HelloHello" leaves every first Hello, never a
 # second one right after it
-SKIP: {
-    skip 'HelloHello is not two Hello tokens here', 2
-        unless "@{ tok('HelloHello') }" eq '9906 9906';
+is("@{ tok('HelloHello') }", '9906 9906', 'HelloHello is two Hello tokens');
+{
     $r = $t->post($cmpl, { %g12, logit_bias => { 9906 => 100 } });
     is_deeply($r->{json}{choices}[0]{token_ids}, [ (9906) x 12 ],
               'logit_bias +100 on Hello: Hello twelve times');

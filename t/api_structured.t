@@ -131,18 +131,29 @@ for my $seed (1 .. 8) {
 }
 ok($ended >= 2, "$ended of 8 samples ended on their own");
 # an object complete before min_tokens: the EOS it cannot stop at yet
-# fills the rest (it is a special token: no text), nothing breaks the JSON
-my ($short) = grep { $text_of{$_} =~ /^\{\}\s*$/ } sort keys %text_of;
-SKIP: {
-    skip 'no sample ended as {}', 2 unless defined $short;
-    my $m = $t->post($chat, { messages => \@msgs, %json, temperature => 1,
-                              seed => 0 + $short, max_tokens => 60,
-                              min_tokens => 20 });
-    my $c = $m->{json}{choices}[0];
-    check_json($c->{message}{content}, $c->{finish_reason},
-               "min_tokens 20 after a complete object");
-    ok($m->{json}{usage}{completion_tokens} >= 20, 'min_tokens 20: at least 20 tokens');
-}
+# fills the rest (it is a special token: no text), nothing breaks the JSON.
+# logit_bias +100 on "{" and "}" makes the object "{}" whatever the
+# weights: "{" is the best allowed first token, "}" the best after it.
+my %brace = map {
+    $_ => $t->post('/v1/tokenize', { prompt => $_, add_special_tokens => \0 })
+            ->{json}{tokens}
+} ('{', '}');
+is_deeply([ map { scalar @{ $brace{$_} } } '{', '}' ], [ 1, 1 ],
+          '"{" and "}" are one token each');
+my %empty = (messages => \@msgs, %json, temperature => 1, seed => 5,
+             max_tokens => 60,
+             logit_bias => { map { $brace{$_}[0] => 100 } '{', '}' });
+my $e = $t->post($chat, \%empty);
+is($e->{json}{choices}[0]{message}{content}, '{}',
+   'logit_bias on the braces: the object {}');
+is($e->{json}{choices}[0]{finish_reason}, 'stop', 'and it ends there');
+my $m = $t->post($chat, { %empty, min_tokens => 20 });
+my $c = $m->{json}{choices}[0];
+check_json($c->{message}{content}, $c->{finish_reason},
+           "min_tokens 20 after a complete object");
+like($c->{message}{content}, qr/^\{\}\s*$/,
+     'min_tokens 20: still {}, whitespace at most after it');
+ok($m->{json}{usage}{completion_tokens} >= 20, 'min_tokens 20: at least 20 tokens');
 my $free = $t->post($chat, { messages => \@msgs, temperature => 1, seed => 1,
                              max_tokens => 60 });
 ok(!eval { decode_json($free->{json}{choices}[0]{message}{content}); 1 },

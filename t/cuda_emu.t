@@ -11,7 +11,11 @@
 # seeded sampling on the device (cuda/cu_sample.cu) reproducible and equal
 # to the host sampler's on the same logits where the two walk the same
 # order, `llm logits --device cuda:0` close to the CPU's, and out-of-memory
-# errors at load that name what was needed.
+# errors at load that name what was needed.  Which path sampled is not
+# inferred from the ids: LLM_CUDA_STATS=1 makes the backend count the rows
+# whose ids forward_sample returned and the rows of logits it sent to the
+# host, and each run's count is checked (all on the device, or with
+# LLM_CUDA_SAMPLE=0 all on the host).
 BUILD=${LLM_BUILD:-build}
 LIB=$BUILD/emu/libllm_cuda.so
 if [ ! -f "$LIB" ] || [ ! -x "$BUILD/gpu/e2e" ]; then
@@ -40,7 +44,7 @@ sed -n '/^mini_tokenizer() {/,/^}/p' t/gpu/run.sh > "$tmp/mini.sh"
 mini_tokenizer "$tmp/tok"
 PROMPT="The quick brown fox jumps over the lazy dog."
 
-echo "1..12"
+echo "1..13"
 for dt in f16 bf16; do
     # sampling through the engine (e2e's step 3) once, on f16
     sampling=1
@@ -56,11 +60,17 @@ for dt in f16 bf16; do
 done
 
 for d in cpu cuda:0; do
-    "$BUILD/llm" generate --model "$tmp/f16" --prompt "$PROMPT" \
+    LLM_CUDA_STATS=1 "$BUILD/llm" generate --model "$tmp/f16" --prompt "$PROMPT" \
         --max-tokens 12 --temperature 0 --json --device "$d" \
         > "$tmp/gen-$d.json" 2> "$tmp/gen-$d.err"
-    ok $? "llm generate --device $d $(cat "$tmp/gen-$d.err")"
+    ok $? "llm generate --device $d $(grep -v ' rows sampled on the device, ' "$tmp/gen-$d.err")"
 done
+# "SAMPLED LOGITS": the rows of a run's LLM_CUDA_STATS line
+rows() {
+    sed -n 's/^llm cuda:0: \([0-9]*\) rows sampled on the device, \([0-9]*\) rows of logits to the host$/\1 \2/p' "$1"
+}
+[ "$(rows "$tmp/gen-cuda:0.err")" = "12 0" ]
+ok $? "greedy on cuda:0: the 12 ids came from forward_sample, no logits row went to the host ($(rows "$tmp/gen-cuda:0.err"))"
 ic=$(sed -n 's/.*"ids":\[\([0-9,]*\)\].*/\1/p' "$tmp/gen-cpu.json")
 ig=$(sed -n 's/.*"ids":\[\([0-9,]*\)\].*/\1/p' "$tmp/gen-cuda:0.json")
 [ -n "$ic" ] && [ "$ic" = "$ig" ]
@@ -72,27 +82,30 @@ ok $? "the same 12 greedy ids on cuda:0 and cpu: [$ig] [$ic]"
 # sampler) the ids are the same, penalties and logit_bias included.
 gen_ids() {                     # gen_ids OUT ARGS...: the ids, or FAILED
     out=$1; shift
-    "$BUILD/llm" generate --model "$tmp/f16" --prompt "$PROMPT" \
+    LLM_CUDA_STATS=1 "$BUILD/llm" generate --model "$tmp/f16" --prompt "$PROMPT" \
         --max-tokens 16 --json --device cuda:0 "$@" > "$tmp/g.json" \
         2> "$tmp/g.err" || { cat "$tmp/g.err"; echo FAILED; }
     sed -n 's/.*"ids":\[\([0-9,]*\)\].*/\1/p' "$tmp/g.json" > "$out"
+    rows "$tmp/g.err" > "$out.rows"
 }
 pen="--temperature 0.9 --seed 5 --frequency-penalty 0.5 --presence-penalty 0.3 --logit-bias 101:3,32:-2"
 gen_ids "$tmp/sd" $pen
 LLM_CUDA_SAMPLE=0 gen_ids "$tmp/sh" $pen
-[ -s "$tmp/sd" ] && cmp -s "$tmp/sd" "$tmp/sh"
-ok $? "seeded sampling with penalties and logit_bias: the same 16 ids on the device and from its logits on the host: [$(cat "$tmp/sd")] [$(cat "$tmp/sh")]"
+[ -s "$tmp/sd" ] && cmp -s "$tmp/sd" "$tmp/sh" \
+    && [ "$(cat "$tmp/sd.rows")" = "16 0" ] && [ "$(cat "$tmp/sh.rows")" = "0 16" ]
+ok $? "seeded sampling with penalties and logit_bias: the same 16 ids sampled on the device ($(cat "$tmp/sd.rows")) and by the host from its logits ($(cat "$tmp/sh.rows")): [$(cat "$tmp/sd")] [$(cat "$tmp/sh")]"
 # With top-k/top-p the host walks the kept tokens in sorted order, the
-# device in vocabulary order: the same distribution, other ids for a seed
-# (so this shows the device path ran); each reproducible.
+# device in vocabulary order: the same distribution, other ids for a seed;
+# each reproducible.
 tk="--temperature 1.0 --top-k 40 --top-p 0.9 --seed 11"
 gen_ids "$tmp/k1" $tk
 gen_ids "$tmp/k2" $tk
 LLM_CUDA_SAMPLE=0 gen_ids "$tmp/kh" $tk
 [ -s "$tmp/k1" ] && cmp -s "$tmp/k1" "$tmp/k2"
 ok $? "seeded top-k/top-p sampling on the device is reproducible: [$(cat "$tmp/k1")]"
-[ -s "$tmp/k1" ] && [ -s "$tmp/kh" ] && ! cmp -s "$tmp/k1" "$tmp/kh"
-ok $? "... and was sampled on the device (the host's walk gives other ids: [$(cat "$tmp/kh")])"
+[ "$(cat "$tmp/k1.rows")" = "16 0" ] && [ "$(cat "$tmp/k2.rows")" = "16 0" ] \
+    && [ "$(cat "$tmp/kh.rows")" = "0 16" ]
+ok $? "... sampled on the device: rows sampled there, rows of logits to the host: $(cat "$tmp/k1.rows"), $(cat "$tmp/k2.rows"); with LLM_CUDA_SAMPLE=0 $(cat "$tmp/kh.rows") (ids [$(cat "$tmp/kh")])"
 
 ids=256,84,104,101,32,113,117,105,99,107,32,98,114,111,119,110
 "$BUILD/llm" logits --model "$tmp/bf16" --ids $ids --out "$tmp/l-cpu" \

@@ -219,20 +219,28 @@ fi
 # Seeded sampling (no top-k/top-p: both samplers walk the vocabulary in
 # order) on the device and, from the same logits, on the host: the same ids
 # unless a draw falls within the rounding of a boundary (GPU expf is within
-# 2 ulp of the host's).
+# 2 ulp of the host's).  LLM_CUDA_STATS=1: the backend's count of rows
+# sampled on the device and of logits rows sent to the host shows which
+# path each run took (32 0, then 0 32).
 for v in 1 0; do
-    LLM_CUDA_SAMPLE=$v timeout "$(left 60)" "$B/llm" generate --model "$M" \
-        --prompt "$PROMPT" --max-tokens 32 --temperature 0.9 --seed 5 \
-        --frequency-penalty 0.5 --presence-penalty 0.3 --json \
-        --device cuda:0 > "$LOG/sample-$v.json" 2>> "$LOG/e2e.log"
+    LLM_CUDA_STATS=1 LLM_CUDA_SAMPLE=$v timeout "$(left 60)" "$B/llm" generate \
+        --model "$M" --prompt "$PROMPT" --max-tokens 32 --temperature 0.9 \
+        --seed 5 --frequency-penalty 0.5 --presence-penalty 0.3 --json \
+        --device cuda:0 > "$LOG/sample-$v.json" 2> "$LOG/sample-$v.err"
+    cat "$LOG/sample-$v.err" >> "$LOG/e2e.log"
 done
 sd=$(sed -n 's/.*"ids":\[\([0-9,]*\)\].*/\1/p' "$LOG/sample-1.json")
 sh=$(sed -n 's/.*"ids":\[\([0-9,]*\)\].*/\1/p' "$LOG/sample-0.json")
-if [ -n "$sd" ] && [ "$sd" = "$sh" ]; then
-    row "e2e seeded sampling on cuda:0" "ok: 32/32 ids = the host sampler's on the same logits"
+rows_of() {
+    sed -n 's/^llm cuda:0: \([0-9]*\) rows sampled on the device, \([0-9]*\) rows of logits to the host$/\1 \2/p' "$1"
+}
+rd=$(rows_of "$LOG/sample-1.err")
+rh=$(rows_of "$LOG/sample-0.err")
+if [ -n "$sd" ] && [ "$sd" = "$sh" ] && [ "$rd" = "32 0" ] && [ "$rh" = "0 32" ]; then
+    row "e2e seeded sampling on cuda:0" "ok: 32/32 ids sampled on the device ($rd) = the host sampler's on the same logits ($rh)"
 else
     STATUS=1
-    row "e2e seeded sampling on cuda:0" "FAILED: device [$sd] host [$sh]"
+    row "e2e seeded sampling on cuda:0" "FAILED: device [$sd] ($rd) host [$sh] ($rh)"
 fi
 
 # ---- 4. benchmark ---------------------------------------------------------------
