@@ -570,7 +570,7 @@ ngx_http_llm_random_id(ngx_pool_t *pool, ngx_str_t *id, const char *prefix)
 }
 
 
-/* new output after a drain (ngx_http_llm_engine.c) */
+/* new output after a drain (ngx_http_llm_bridge.c) */
 
 void
 ngx_http_llm_deliver(ngx_http_llm_ctx_t *ctx)

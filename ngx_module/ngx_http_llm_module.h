@@ -13,11 +13,11 @@
  *   ngx_http_llm_completions.c            (the same for /completions)
  *   ngx_http_llm_responses_input.c        (the same for /responses)
  *   ngx_http_llm_params.c     (thread pool) sampling fields -> params
- *   ngx_http_llm_engine.c     submit a sequence per prompt and sample;
+ *   ngx_http_llm_bridge.c     submit a sequence per prompt and sample;
  *                             eventfd -> drain -> ready queue
  *   ngx_http_llm_chat.c       render chunks / the final body (and
  *                             _completions.c, _responses.c)
- *   ngx_http_llm_output.c     SSE framing, writes with backpressure
+ *   ngx_http_llm_sse.c        SSE framing, writes with backpressure
  *   ngx_http_llm_variables.c  $llm_* for the access log
  *
  * and beside the request path: ngx_http_llm_prometheus.c (llm_prometheus,
@@ -299,7 +299,7 @@ extern ngx_module_t           ngx_http_llm_module;
 extern ngx_http_llm_worker_t  ngx_http_llm_worker;
 
 
-/* ngx_http_llm_engine.c */
+/* ngx_http_llm_bridge.c */
 ngx_int_t ngx_http_llm_engine_start(ngx_cycle_t *cycle,
     ngx_http_llm_main_conf_t *lmcf);
 void ngx_http_llm_engine_stop(ngx_cycle_t *cycle);
@@ -406,7 +406,7 @@ ngx_int_t ngx_http_llm_models_handler(ngx_http_request_t *r,
 ngx_int_t ngx_http_llm_get_ready(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_health_handler(ngx_http_request_t *r);
 
-/* ngx_http_llm_output.c */
+/* ngx_http_llm_sse.c */
 ngx_int_t ngx_http_llm_send_json(ngx_http_request_t *r, ngx_uint_t status,
     ngx_http_llm_json_t *j);
 ngx_int_t ngx_http_llm_send_body(ngx_http_request_t *r, ngx_uint_t status,
@@ -430,7 +430,7 @@ ngx_int_t ngx_http_llm_error_json(ngx_http_llm_json_t *j, ngx_uint_t status,
 const char *ngx_http_llm_error_type(ngx_uint_t status);
 ngx_int_t ngx_http_llm_error_filter_init(ngx_conf_t *cf);
 
-/* ngx_http_llm_metrics.c */
+/* ngx_http_llm_usage.c */
 #define NGX_HTTP_LLM_USAGE_CHUNK    0     /* running usage of a chunk */
 #define NGX_HTTP_LLM_USAGE_BODY     1     /* a whole response body */
 #define NGX_HTTP_LLM_USAGE_FINAL    2     /* the final usage chunk */

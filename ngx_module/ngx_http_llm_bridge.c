@@ -1,6 +1,6 @@
 
 /*
- * ngx_http_llm_engine.c -- the worker's engine and the bridge between the
+ * ngx_http_llm_bridge.c -- the worker's engine and the bridge between the
  * engine thread and the nginx event loop.
  *
  *   init_process   eventfd registered in the event loop, then a loader

@@ -1,6 +1,6 @@
 
 /*
- * ngx_http_llm_metrics.c -- per-request metrics (vLLM's
+ * ngx_http_llm_usage.c -- per-request metrics (vLLM's
  * --enable-per-request-metrics and --per-request-spec-decode-metrics) and
  * usage, from the engine's record.
  *

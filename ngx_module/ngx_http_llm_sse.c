@@ -1,6 +1,6 @@
 
 /*
- * ngx_http_llm_output.c -- the write path: whole JSON bodies, and SSE
+ * ngx_http_llm_sse.c -- the write path: whole JSON bodies, and SSE
  * streams ("data: {json}\n\n" events, "data: [DONE]" at the end) with
  * backpressure.
  *
