@@ -440,7 +440,7 @@ ngx_http_llm_prom_histogram(ngx_http_llm_prom_t *pm,
 static void
 ngx_http_llm_prom_float(ngx_http_llm_json_t *j, double v)
 {
-    u_char  buf[NGX_HTTP_LLM_DTOA_LEN], out[NGX_HTTP_LLM_DTOA_LEN + 8];
+    u_char  buf[NGX_HTTP_LLM_FLOAT_LEN], out[NGX_HTTP_LLM_FLOAT_LEN + 8];
     u_char *dot, *p, *last;
     size_t  len;
 
@@ -460,7 +460,7 @@ ngx_http_llm_prom_float(ngx_http_llm_json_t *j, double v)
         return;
     }
 
-    len = ngx_http_llm_dtoa(buf, v);
+    len = ngx_strlen(llm_pyfloat((char *) buf, v));
 
     dot = ngx_strlchr(buf, buf + len, '.');
 
