@@ -521,11 +521,7 @@ ngx_http_llm_chat_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
         ngx_http_llm_chunk_written(seq);
     }
 
-    if (ctx->finish != LLM_FINISH_NONE) {
-        return ngx_http_llm_chunk_end(j, ctx, object);
-    }
-
-    return j->failed ? NGX_ERROR : NGX_OK;
+    return ngx_http_llm_chunk_end(j, ctx, object);
 }
 
 

@@ -45,10 +45,11 @@ ngx_http_llm_chunk_written(ngx_http_llm_seq_t *seq)
 
 
 /*
- * The end of a stream: the usage chunk when include_usage (or
- * llm_force_include_usage) asks for it, with the metrics when they are on
- * and null keys dropped (vLLM: exclude_none), then [DONE].  An engine error
- * is reported as an error event before [DONE], as vLLM does.
+ * After a drain's chunks, once the request finished, the end of the
+ * stream: the usage chunk when include_usage (or llm_force_include_usage)
+ * asks for it, with the metrics when they are on and null keys dropped
+ * (vLLM: exclude_none), then [DONE].  An engine error is reported as an
+ * error event before [DONE], as vLLM does.
  */
 
 ngx_int_t
@@ -56,6 +57,10 @@ ngx_http_llm_chunk_end(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
     const char *object)
 {
     static u_char  msg[] = "Internal server error";
+
+    if (ctx->finish == LLM_FINISH_NONE) {
+        return j->failed ? NGX_ERROR : NGX_OK;
+    }
 
     if (ctx->finish == LLM_FINISH_ERROR) {
         ngx_http_llm_json_lit(j, "data: ");

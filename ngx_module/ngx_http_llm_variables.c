@@ -38,6 +38,8 @@ static ngx_int_t ngx_http_llm_variable_int(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, int64_t value);
 static ngx_int_t ngx_http_llm_variable_fraction(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, double value);
+static ngx_int_t ngx_http_llm_variable_value(ngx_http_variable_value_t *v,
+    u_char *data, size_t len);
 
 
 static ngx_http_variable_t  ngx_http_llm_vars[] = {
@@ -148,13 +150,7 @@ ngx_http_llm_variable_str(ngx_http_request_t *r,
         return NGX_OK;
     }
 
-    v->data = s->data;
-    v->len = s->len;
-    v->valid = 1;
-    v->no_cacheable = 0;
-    v->not_found = 0;
-
-    return NGX_OK;
+    return ngx_http_llm_variable_value(v, s->data, s->len);
 }
 
 
@@ -197,6 +193,7 @@ static ngx_int_t
 ngx_http_llm_variable_finish(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data)
 {
+    u_char              *p;
     ngx_http_llm_ctx_t  *ctx;
 
     ctx = ngx_http_llm_variable_ctx(r, v);
@@ -209,13 +206,9 @@ ngx_http_llm_variable_finish(ngx_http_request_t *r,
         return NGX_OK;
     }
 
-    v->data = (u_char *) llm_finish_reason_str(ctx->finish);
-    v->len = ngx_strlen(v->data);
-    v->valid = 1;
-    v->no_cacheable = 0;
-    v->not_found = 0;
+    p = (u_char *) llm_finish_reason_str(ctx->finish);
 
-    return NGX_OK;
+    return ngx_http_llm_variable_value(v, p, ngx_strlen(p));
 }
 
 
@@ -286,13 +279,7 @@ ngx_http_llm_variable_int(ngx_http_request_t *r,
         return NGX_ERROR;
     }
 
-    v->data = p;
-    v->len = ngx_sprintf(p, "%L", value) - p;
-    v->valid = 1;
-    v->no_cacheable = 0;
-    v->not_found = 0;
-
-    return NGX_OK;
+    return ngx_http_llm_variable_value(v, p, ngx_sprintf(p, "%L", value) - p);
 }
 
 
@@ -309,8 +296,17 @@ ngx_http_llm_variable_fraction(ngx_http_request_t *r,
         return NGX_ERROR;
     }
 
-    v->data = p;
-    v->len = ngx_sprintf(p, "%.3f", value) - p;
+    return ngx_http_llm_variable_value(v, p,
+                                       ngx_sprintf(p, "%.3f", value) - p);
+}
+
+
+static ngx_int_t
+ngx_http_llm_variable_value(ngx_http_variable_value_t *v, u_char *data,
+    size_t len)
+{
+    v->data = data;
+    v->len = len;
     v->valid = 1;
     v->no_cacheable = 0;
     v->not_found = 0;
