@@ -32,9 +32,9 @@ static ngx_int_t ngx_http_llm_chat_render(ngx_http_llm_job_t *job,
 
 
 static const ngx_http_llm_params_conf_t  ngx_http_llm_chat_params = {
-    "messages",
+    "messages",                            /* prompt */
     { "max_completion_tokens", "max_tokens" },
-    -1,
+    -1,                                    /* max_tokens_default */
     ngx_http_llm_chat_logprobs,
     1,                                     /* n */
     1,                                     /* stream_options */

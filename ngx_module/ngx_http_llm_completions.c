@@ -27,9 +27,9 @@ static void ngx_http_llm_completions_text_json(ngx_http_llm_json_t *j,
 
 
 static const ngx_http_llm_params_conf_t  ngx_http_llm_completions_params = {
-    "prompt",
+    "prompt",                              /* prompt */
     { "max_tokens", NULL },
-    16,
+    16,                                    /* max_tokens_default */
     ngx_http_llm_completions_logprobs,
     1,                                     /* n */
     1,                                     /* stream_options */

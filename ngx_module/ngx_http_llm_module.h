@@ -114,6 +114,7 @@ typedef struct {
     const char                 *max_tokens[2]; /* its keys: the first one
                                                   given counts */
     int                         max_tokens_default;  /* -1: what fits */
+    /* the endpoint's logprobs fields, ending in ngx_http_llm_params_logprobs */
     ngx_int_t                 (*logprobs)(ngx_http_llm_job_t *job,
                                           yajl_val root);
     unsigned                    n:1;           /* n and best_of */

@@ -63,9 +63,9 @@ static void ngx_http_llm_gen_cstr(yajl_gen g, const char *s);
 
 
 static const ngx_http_llm_params_conf_t  ngx_http_llm_responses_params = {
-    "input",
+    "input",                               /* prompt */
     { "max_output_tokens", NULL },
-    -1,
+    -1,                                    /* max_tokens_default */
     ngx_http_llm_responses_logprobs,
     0,                                     /* n */
     0,                                     /* stream_options */
