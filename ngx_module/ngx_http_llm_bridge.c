@@ -67,7 +67,6 @@ ngx_http_llm_engine_start(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf)
 
     ngx_queue_init(&w->ready);
     w->efd = -1;
-    w->created = ngx_time();
     ngx_cpystrn((u_char *) w->error, (u_char *) "the model is loading",
                 sizeof(w->error));
 
@@ -266,7 +265,6 @@ ngx_http_llm_loaded(ngx_log_t *log)
     w->engine = ld->engine;
     w->model = llm_engine_model(w->engine);
     w->max_model_len = llm_engine_max_model_len(w->engine);
-    w->created = ngx_time();
     w->error[0] = '\0';
 
     /* which device llm_device chose, and why: "auto" on a machine

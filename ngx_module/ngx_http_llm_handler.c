@@ -356,8 +356,6 @@ ngx_http_llm_cleanup(void *data)
 {
     ngx_http_llm_ctx_t  *ctx = data;
 
-    ctx->terminated = 1;
-
     if (ctx->guard.timer_set) {
         ngx_del_timer(&ctx->guard);
     }

@@ -155,10 +155,6 @@ typedef struct {
     ngx_str_t                   thread_pool_name;
     ngx_thread_pool_t          *thread_pool;
 
-    /* where "llm_model" was set, for messages about it */
-    u_char                     *model_file;
-    ngx_uint_t                  model_line;
-
     unsigned                    used:1;        /* a handler uses the engine */
     unsigned                    api:1;         /* an llm_api location */
 } ngx_http_llm_main_conf_t;
@@ -313,7 +309,6 @@ struct ngx_http_llm_ctx_s {
     unsigned                    item_started:1;   /* responses stream */
     unsigned                    failed:1;      /* out of memory on drain */
     unsigned                    done:1;        /* final output written */
-    unsigned                    terminated:1;  /* cleanup ran */
 };
 
 
@@ -324,7 +319,6 @@ typedef struct {
     ngx_connection_t           *notify;        /* the eventfd */
     int                         efd;
     ngx_queue_t                 ready;
-    time_t                      created;
     int                         max_model_len;
     unsigned                    loading:1;
     char                        error[LLM_ERR_LEN];
