@@ -19,11 +19,11 @@
 #include "ngx_http_llm_module.h"
 
 
+static ngx_int_t ngx_http_llm_chat_logprobs(ngx_http_llm_job_t *job,
+    yajl_val root);
 static ngx_int_t ngx_http_llm_chat_messages(ngx_http_llm_job_t *job,
     yajl_val messages);
 static ngx_int_t ngx_http_llm_chat_content(ngx_http_llm_job_t *job,
-    yajl_val msg, size_t index);
-static ngx_int_t ngx_http_llm_chat_tool_calls(ngx_http_llm_job_t *job,
     yajl_val msg, size_t index);
 static ngx_int_t ngx_http_llm_chat_tools(ngx_http_llm_job_t *job,
     yajl_val tools);
@@ -31,12 +31,30 @@ static ngx_int_t ngx_http_llm_chat_render(ngx_http_llm_job_t *job,
     yajl_val root, yajl_val messages, yajl_val tools);
 
 
+static const ngx_http_llm_params_conf_t  ngx_http_llm_chat_params = {
+    "messages",                            /* prompt */
+    { "max_completion_tokens", "max_tokens" },
+    -1,                                    /* max_tokens_default */
+    ngx_http_llm_chat_logprobs,
+    1,                                     /* n */
+    1,                                     /* stream_options */
+    1,                                     /* prompt_logprobs */
+    0                                      /* echo */
+};
+
+
 void
 ngx_http_llm_chat_parse(ngx_http_llm_job_t *job, yajl_val root)
 {
     yajl_val  messages, tools, v;
 
-    messages = ngx_http_llm_json_get(root, "messages");
+    if (ngx_http_llm_params_parse(job, root, &ngx_http_llm_chat_params)
+        != NGX_OK)
+    {
+        return;
+    }
+
+    messages = llm_json_get(root, "messages");
 
     if (messages == NULL || !YAJL_IS_ARRAY(messages)) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "messages",
@@ -53,7 +71,7 @@ ngx_http_llm_chat_parse(ngx_http_llm_job_t *job, yajl_val root)
         return;
     }
 
-    v = ngx_http_llm_json_get(root, "echo");
+    v = llm_json_get(root, "echo");
 
     if (YAJL_IS_TRUE(v)) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "echo",
@@ -62,11 +80,60 @@ ngx_http_llm_chat_parse(ngx_http_llm_job_t *job, yajl_val root)
         return;
     }
 
-    if (ngx_http_llm_chat_options(job, root, &tools) != NGX_OK) {
+    if (ngx_http_llm_chat_options(job, root, &tools) != NGX_OK
+        || ngx_http_llm_chat_prompt(job, root, messages, tools) != NGX_OK)
+    {
         return;
     }
 
-    (void) ngx_http_llm_chat_prompt(job, root, messages, tools);
+    (void) ngx_http_llm_params_finish(job);
+}
+
+
+/* "logprobs": a boolean, "top_logprobs": how many alternatives */
+
+static ngx_int_t
+ngx_http_llm_chat_logprobs(ngx_http_llm_job_t *job, yajl_val root)
+{
+    int64_t     n;
+    ngx_int_t   rc;
+    ngx_uint_t  flag;
+
+    rc = ngx_http_llm_job_bool(job, root, "logprobs", &flag);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
+        return NGX_ERROR;
+    }
+
+    flag = (rc == NGX_HTTP_LLM_FIELD_PRESENT && flag);
+
+    rc = ngx_http_llm_job_int(job, root, "top_logprobs", &n);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
+        return NGX_ERROR;
+    }
+
+    if (rc == NGX_HTTP_LLM_FIELD_ABSENT) {
+        n = 0;
+    }
+
+    if (n < -1) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "top_logprobs",
+                               "`top_logprobs` must be a positive value "
+                               "or -1.");
+        return NGX_ERROR;
+    }
+
+    if (n != 0 && !flag) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "top_logprobs",
+                               "when using `top_logprobs`, `logprobs` "
+                               "must be set to true.");
+        return NGX_ERROR;
+    }
+
+    if (!flag) {
+        return NGX_OK;
+    }
+
+    return ngx_http_llm_params_logprobs(job, n, "top_logprobs");
 }
 
 
@@ -82,7 +149,7 @@ ngx_http_llm_chat_options(ngx_http_llm_job_t *job, yajl_val root,
 {
     yajl_val  v;
 
-    v = ngx_http_llm_json_get(root, "chat_template");
+    v = llm_json_get(root, "chat_template");
 
     if (v && !YAJL_IS_NULL(v)) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "chat_template",
@@ -93,7 +160,7 @@ ngx_http_llm_chat_options(ngx_http_llm_job_t *job, yajl_val root,
         return NGX_ERROR;
     }
 
-    *tools = ngx_http_llm_json_get(root, "tools");
+    *tools = llm_json_get(root, "tools");
 
     if (*tools && YAJL_IS_NULL(*tools)) {
         *tools = NULL;
@@ -139,7 +206,7 @@ ngx_http_llm_chat_messages(ngx_http_llm_job_t *job, yajl_val messages)
             return NGX_ERROR;
         }
 
-        role = ngx_http_llm_json_get(msg, "role");
+        role = llm_json_get(msg, "role");
 
         if (role == NULL || !YAJL_IS_STRING(role)) {
             ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "messages",
@@ -148,9 +215,7 @@ ngx_http_llm_chat_messages(ngx_http_llm_job_t *job, yajl_val messages)
             return NGX_ERROR;
         }
 
-        if (ngx_http_llm_chat_content(job, msg, i) != NGX_OK
-            || ngx_http_llm_chat_tool_calls(job, msg, i) != NGX_OK)
-        {
+        if (ngx_http_llm_chat_content(job, msg, i) != NGX_OK) {
             return NGX_ERROR;
         }
     }
@@ -169,35 +234,31 @@ ngx_http_llm_chat_content(ngx_http_llm_job_t *job, yajl_val msg,
     size_t index)
 {
     char       *s;
-    size_t      k, len, bad;
-    yajl_val    content, node;
+    size_t      bad;
+    yajl_val   *content, node;
     ngx_int_t   rc;
+    ngx_str_t   text;
 
     static const char  *types[] = { "text", NULL };
 
-    content = NULL;
+    content = ngx_http_llm_json_slot(msg, "content");
 
-    for (k = 0; k < msg->u.object.len; k++) {
-        if (ngx_strcmp(msg->u.object.keys[k], "content") == 0) {
-            content = msg->u.object.values[k];
-            break;
-        }
-    }
-
-    if (content == NULL || YAJL_IS_NULL(content) || YAJL_IS_STRING(content))
+    if (content == NULL || YAJL_IS_NULL(*content)
+        || YAJL_IS_STRING(*content))
     {
         return NGX_OK;
     }
 
-    if (!YAJL_IS_ARRAY(content)) {
+    if (!YAJL_IS_ARRAY(*content)) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "messages",
                                "messages[%uz].content must be a string or a "
                                "list of content parts, got %s", index,
-                               ngx_http_llm_json_type(content));
+                               ngx_http_llm_json_type(*content));
         return NGX_ERROR;
     }
 
-    rc = ngx_http_llm_json_join_text(content, types, 1, &s, &len, &bad);
+    rc = ngx_http_llm_json_join_text(*content, types, 1, job->pool, &text,
+                                     &bad);
 
     if (rc == NGX_DECLINED) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "messages",
@@ -207,15 +268,20 @@ ngx_http_llm_chat_content(ngx_http_llm_job_t *job, yajl_val msg,
         return NGX_ERROR;
     }
 
-    node = (rc == NGX_OK) ? calloc(1, sizeof(struct yajl_val_s)) : NULL;
+    if (rc == NGX_ERROR) {
+        ngx_http_llm_job_nomem(job);
+        return NGX_ERROR;
+    }
 
-    if (node == NULL) {
-        if (rc == NGX_OK) {
-            free(s);
-        }
+    /* the new node goes into the tree: yajl's allocator */
 
-        ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                               "out of memory");
+    node = calloc(1, sizeof(struct yajl_val_s));
+    s = strdup((char *) text.data);
+
+    if (node == NULL || s == NULL) {
+        free(node);
+        free(s);
+        ngx_http_llm_job_nomem(job);
         return NGX_ERROR;
     }
 
@@ -223,65 +289,8 @@ ngx_http_llm_chat_content(ngx_http_llm_job_t *job, yajl_val msg,
     node->u.string = s;
 
     /* the tree owns the new node; yajl_tree_free() releases both */
-    yajl_tree_free(content);
-    msg->u.object.values[k] = node;
-
-    return NGX_OK;
-}
-
-
-/*
- * Assistant tool calls: OpenAI clients send function.arguments as a JSON
- * string, chat templates expect an object; vLLM parses it (an empty or
- * missing string becomes {}).
- */
-
-static ngx_int_t
-ngx_http_llm_chat_tool_calls(ngx_http_llm_job_t *job, yajl_val msg,
-    size_t index)
-{
-    size_t    i, k;
-    yajl_val  calls, fn, args, parsed;
-    char      errbuf[128];
-
-    calls = ngx_http_llm_json_get(msg, "tool_calls");
-
-    if (calls == NULL || !YAJL_IS_ARRAY(calls)) {
-        return NGX_OK;
-    }
-
-    for (i = 0; i < calls->u.array.len; i++) {
-        fn = ngx_http_llm_json_get(calls->u.array.values[i], "function");
-
-        if (fn == NULL || !YAJL_IS_OBJECT(fn)) {
-            continue;
-        }
-
-        for (k = 0; k < fn->u.object.len; k++) {
-            if (ngx_strcmp(fn->u.object.keys[k], "arguments") == 0) {
-                break;
-            }
-        }
-
-        args = (k < fn->u.object.len) ? fn->u.object.values[k] : NULL;
-
-        if (args == NULL || !YAJL_IS_STRING(args)) {
-            continue;
-        }
-
-        parsed = yajl_tree_parse(args->u.string[0] ? args->u.string : "{}",
-                                 errbuf, sizeof(errbuf));
-
-        if (parsed == NULL) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "messages",
-                                   "messages[%uz].tool_calls[%uz].function."
-                                   "arguments is not valid JSON", index, i);
-            return NGX_ERROR;
-        }
-
-        yajl_tree_free(args);
-        fn->u.object.values[k] = parsed;
-    }
+    yajl_tree_free(*content);
+    *content = node;
 
     return NGX_OK;
 }
@@ -315,11 +324,11 @@ ngx_http_llm_chat_tools(ngx_http_llm_job_t *job, yajl_val tools)
 
     for (i = 0; i < tools->u.array.len; i++) {
         tool = tools->u.array.values[i];
-        fn = ngx_http_llm_json_get(tool, "function");
+        fn = llm_json_get(tool, "function");
 
         if (fn == NULL || !YAJL_IS_OBJECT(fn)
-            || ngx_http_llm_json_get(fn, "name") == NULL
-            || !YAJL_IS_STRING(ngx_http_llm_json_get(fn, "name")))
+            || llm_json_get(fn, "name") == NULL
+            || !YAJL_IS_STRING(llm_json_get(fn, "name")))
         {
             ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "tools",
                                    "tools[%uz] must be {\"type\": "
@@ -332,8 +341,7 @@ ngx_http_llm_chat_tools(ngx_http_llm_job_t *job, yajl_val tools)
             != NGX_OK
             || ngx_http_llm_json_order(fn, fn_keys, fn_defaults) != NGX_OK)
         {
-            ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                                   "out of memory");
+            ngx_http_llm_job_nomem(job);
             return NGX_ERROR;
         }
     }
@@ -346,17 +354,16 @@ static ngx_int_t
 ngx_http_llm_chat_render(ngx_http_llm_job_t *job, yajl_val root,
     yajl_val messages, yajl_val tools)
 {
-    int                        n;
     char                      *text, err[LLM_ERR_LEN];
     size_t                     len;
-    int32_t                   *ids;
     yajl_val                   docs, kwargs, v;
+    ngx_http_llm_prompt_t     *p;
     const llm_chat_template   *tmpl;
 
-    v = ngx_http_llm_json_get(root, "add_generation_prompt");
+    v = llm_json_get(root, "add_generation_prompt");
     job->add_generation_prompt = !YAJL_IS_FALSE(v);
 
-    if (YAJL_IS_TRUE(ngx_http_llm_json_get(root, "continue_final_message")))
+    if (YAJL_IS_TRUE(llm_json_get(root, "continue_final_message")))
     {
         if (job->add_generation_prompt) {
             ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
@@ -374,12 +381,12 @@ ngx_http_llm_chat_render(ngx_http_llm_job_t *job, yajl_val root,
         return NGX_ERROR;
     }
 
-    docs = ngx_http_llm_json_get(root, "documents");
+    docs = llm_json_get(root, "documents");
     if (docs && !YAJL_IS_ARRAY(docs)) {
         docs = NULL;
     }
 
-    kwargs = ngx_http_llm_json_get(root, "chat_template_kwargs");
+    kwargs = llm_json_get(root, "chat_template_kwargs");
 
     if (kwargs && !YAJL_IS_NULL(kwargs) && !YAJL_IS_OBJECT(kwargs)) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
@@ -404,10 +411,12 @@ ngx_http_llm_chat_render(ngx_http_llm_job_t *job, yajl_val root,
         return NGX_ERROR;
     }
 
+    /* function.arguments: OpenAI clients send a JSON string, templates
+     * expect the object (vLLM parses it) */
     err[0] = '\0';
-    text = llm_chat_template_render(tmpl, messages, tools, docs,
-                                    job->add_generation_prompt, kwargs, &len,
-                                    err);
+    text = llm_chat_template_render_flags(tmpl, messages, tools, docs,
+                                          job->add_generation_prompt, kwargs,
+                                          LLM_CHAT_TOOL_ARGS_JSON, &len, err);
     if (text == NULL) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, NULL, "%s",
                                err[0] ? err : "the chat template failed");
@@ -415,20 +424,13 @@ ngx_http_llm_chat_render(ngx_http_llm_job_t *job, yajl_val root,
     }
 
     /* templates add BOS themselves: add_special_tokens is false by default */
-    v = ngx_http_llm_json_get(root, "add_special_tokens");
+    v = llm_json_get(root, "add_special_tokens");
 
-    err[0] = '\0';
-    n = llm_tokenizer_encode(llm_model_tokenizer(job->model), text, len,
-                             YAJL_IS_TRUE(v), &ids, err);
+    p = ngx_http_llm_job_tokenize(job, text, len, YAJL_IS_TRUE(v),
+                                  "messages");
     free(text);
 
-    if (n < 0) {
-        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "messages", "%s",
-                               err[0] ? err : "tokenizing the prompt failed");
-        return NGX_ERROR;
-    }
-
-    return ngx_http_llm_job_add_prompt(job, ids, n) ? NGX_OK : NGX_ERROR;
+    return p ? NGX_OK : NGX_ERROR;
 }
 
 
@@ -484,7 +486,7 @@ ngx_http_llm_chat_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
         ngx_http_llm_json_lit(j, ",\"choices\":[{\"index\":");
         ngx_http_llm_json_int(j, seq->index);
         ngx_http_llm_json_lit(j, ",\"delta\":{\"content\":");
-        ngx_http_llm_json_str(j, seq->text, seq->text_len);
+        ngx_http_llm_json_str(j, seq->text.elts, seq->text.nelts);
         ngx_http_llm_json_lit(j, "},\"logprobs\":");
 
         if (ctx->job->logprobs >= 0) {
@@ -506,7 +508,7 @@ ngx_http_llm_chat_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
         }
 
         ngx_http_llm_json_lit(j, ",\"token_ids\":");
-        ngx_http_llm_token_ids(j, ctx->job, seq->ids, seq->n_ids);
+        ngx_http_llm_token_ids(j, ctx->job, seq->ids.elts, seq->ids.nelts);
         ngx_http_llm_json_lit(j, "}]");
 
         if (ctx->continuous_usage) {
@@ -516,14 +518,10 @@ ngx_http_llm_chat_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
 
         ngx_http_llm_json_lit(j, "}\n\n");
 
-        ngx_http_llm_seq_written(seq);
+        ngx_http_llm_chunk_written(seq);
     }
 
-    if (ctx->finish != LLM_FINISH_NONE) {
-        return ngx_http_llm_sse_tail(j, ctx, object);
-    }
-
-    return j->failed ? NGX_ERROR : NGX_OK;
+    return ngx_http_llm_chunk_end(j, ctx, object);
 }
 
 
@@ -547,7 +545,7 @@ ngx_http_llm_chat_body(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
         ngx_http_llm_json_int(j, seq->index);
         ngx_http_llm_json_lit(j, ",\"message\":{\"role\":\"assistant\","
                               "\"content\":");
-        ngx_http_llm_json_str(j, seq->text, seq->text_len);
+        ngx_http_llm_json_str(j, seq->text.elts, seq->text.nelts);
         ngx_http_llm_json_lit(j, ",\"refusal\":null,\"annotations\":null,"
                               "\"audio\":null,\"function_call\":null,"
                               "\"tool_calls\":[],\"reasoning\":null},"
@@ -565,7 +563,7 @@ ngx_http_llm_chat_body(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
         ngx_http_llm_json_lit(j, ",\"stop_reason\":");
         ngx_http_llm_stop_reason(j, seq);
         ngx_http_llm_json_lit(j, ",\"token_ids\":");
-        ngx_http_llm_token_ids(j, ctx->job, seq->ids, seq->n_ids);
+        ngx_http_llm_token_ids(j, ctx->job, seq->ids.elts, seq->ids.nelts);
         ngx_http_llm_json_lit(j, "}");
     }
 

@@ -14,28 +14,42 @@
 #include "ngx_http_llm_module.h"
 
 
+static ngx_int_t ngx_http_llm_completions_logprobs(ngx_http_llm_job_t *job,
+    yajl_val root);
+static ngx_int_t ngx_http_llm_completions_prompts(ngx_http_llm_job_t *job,
+    yajl_val root);
 static ngx_int_t ngx_http_llm_completions_prompt(ngx_http_llm_job_t *job,
     yajl_val root, yajl_val v, ngx_uint_t index, ngx_uint_t list);
-static ngx_int_t ngx_http_llm_completions_ids(ngx_http_llm_job_t *job,
-    yajl_val list, ngx_uint_t index, ngx_uint_t nested);
-static ngx_int_t ngx_http_llm_completions_text(ngx_http_llm_job_t *job,
-    yajl_val root, const char *text);
-static ngx_int_t ngx_http_llm_completions_echo(ngx_http_llm_job_t *job,
-    ngx_http_llm_prompt_t *p, const char *text, size_t len);
 static void ngx_http_llm_completions_choice(ngx_http_llm_json_t *j,
     ngx_http_llm_seq_t *seq, ngx_uint_t stream);
 static void ngx_http_llm_completions_text_json(ngx_http_llm_json_t *j,
     ngx_http_llm_seq_t *seq);
 
 
+static const ngx_http_llm_params_conf_t  ngx_http_llm_completions_params = {
+    "prompt",                              /* prompt */
+    { "max_tokens", NULL },
+    16,                                    /* max_tokens_default */
+    ngx_http_llm_completions_logprobs,
+    1,                                     /* n */
+    1,                                     /* stream_options */
+    1,                                     /* prompt_logprobs */
+    1                                      /* echo */
+};
+
+
 void
 ngx_http_llm_completions_parse(ngx_http_llm_job_t *job, yajl_val root)
 {
-    char       *text;
-    size_t      i, len;
-    yajl_val    prompt, first, v;
+    yajl_val  v;
 
-    v = ngx_http_llm_json_get(root, "suffix");
+    if (ngx_http_llm_params_parse(job, root, &ngx_http_llm_completions_params)
+        != NGX_OK)
+    {
+        return;
+    }
+
+    v = llm_json_get(root, "suffix");
 
     if (v && !YAJL_IS_NULL(v)) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "suffix",
@@ -43,7 +57,7 @@ ngx_http_llm_completions_parse(ngx_http_llm_job_t *job, yajl_val root)
         return;
     }
 
-    job->echo_requested = YAJL_IS_TRUE(ngx_http_llm_json_get(root, "echo"));
+    job->echo_requested = YAJL_IS_TRUE(llm_json_get(root, "echo"));
 
     if (job->echo_only && !job->echo_requested) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "max_tokens",
@@ -62,7 +76,51 @@ ngx_http_llm_completions_parse(ngx_http_llm_job_t *job, yajl_val root)
         job->sp.prompt_logprobs = job->logprobs;
     }
 
-    prompt = ngx_http_llm_json_get(root, "prompt");
+    if (ngx_http_llm_completions_prompts(job, root) != NGX_OK) {
+        return;
+    }
+
+    (void) ngx_http_llm_params_finish(job);
+}
+
+
+/* "logprobs": how many alternatives */
+
+static ngx_int_t
+ngx_http_llm_completions_logprobs(ngx_http_llm_job_t *job, yajl_val root)
+{
+    int64_t    n;
+    ngx_int_t  rc;
+
+    rc = ngx_http_llm_job_int(job, root, "logprobs", &n);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
+        return NGX_ERROR;
+    }
+
+    if (rc == NGX_HTTP_LLM_FIELD_ABSENT) {
+        return NGX_OK;
+    }
+
+    if (n < 0) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "logprobs",
+                               "`logprobs` must be a positive value.");
+        return NGX_ERROR;
+    }
+
+    return ngx_http_llm_params_logprobs(job, n, "logprobs");
+}
+
+
+/* the prompt or the prompts, and the text each one echoes */
+
+static ngx_int_t
+ngx_http_llm_completions_prompts(ngx_http_llm_job_t *job, yajl_val root)
+{
+    size_t                  i;
+    yajl_val                prompt, first;
+    ngx_http_llm_prompt_t  *p;
+
+    prompt = llm_json_get(root, "prompt");
 
     if (prompt == NULL || YAJL_IS_NULL(prompt)
         || (YAJL_IS_STRING(prompt) && prompt->u.string[0] == '\0')
@@ -71,7 +129,7 @@ ngx_http_llm_completions_parse(ngx_http_llm_job_t *job, yajl_val root)
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt",
                                "Either prompt or prompt_embeds must be "
                                "provided and non-empty.");
-        return;
+        return NGX_ERROR;
     }
 
     if (!YAJL_IS_STRING(prompt) && !YAJL_IS_ARRAY(prompt)) {
@@ -80,7 +138,7 @@ ngx_http_llm_completions_parse(ngx_http_llm_job_t *job, yajl_val root)
                                "strings, a list of token ids or a list of "
                                "lists of token ids, got %s",
                                ngx_http_llm_json_type(prompt));
-        return;
+        return NGX_ERROR;
     }
 
     first = YAJL_IS_ARRAY(prompt) ? prompt->u.array.values[0] : NULL;
@@ -90,7 +148,7 @@ ngx_http_llm_completions_parse(ngx_http_llm_job_t *job, yajl_val root)
         if (ngx_http_llm_completions_prompt(job, root, prompt, 0, 0)
             != NGX_OK)
         {
-            return;
+            return NGX_ERROR;
         }
 
     } else {
@@ -100,35 +158,29 @@ ngx_http_llm_completions_parse(ngx_http_llm_job_t *job, yajl_val root)
                                                 1)
                 != NGX_OK)
             {
-                return;
+                return NGX_ERROR;
             }
         }
     }
 
     if (!job->echo_requested) {
-        return;
+        return NGX_OK;
     }
 
     /* echo of a token-id prompt: its text */
 
-    for (i = 0; i < job->n_prompts; i++) {
-        if (job->prompts[i].echo) {
-            continue;
-        }
+    p = job->prompts.elts;
 
-        text = llm_tokenizer_decode(llm_model_tokenizer(job->model),
-                                    job->prompts[i].ids,
-                                    job->prompts[i].n, 1, &len);
-        if (text == NULL) {
-            ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                                   "out of memory");
-            return;
+    for (i = 0; i < job->prompts.nelts; i++) {
+        if (p[i].echo.data == NULL
+            && ngx_http_llm_job_decode(job, p[i].ids, p[i].n, 1, &p[i].echo)
+               != NGX_OK)
+        {
+            return NGX_ERROR;
         }
-
-        (void) ngx_http_llm_completions_echo(job, &job->prompts[i], text,
-                                             len);
-        free(text);
     }
+
+    return NGX_OK;
 }
 
 
@@ -138,6 +190,11 @@ static ngx_int_t
 ngx_http_llm_completions_prompt(ngx_http_llm_job_t *job, yajl_val root,
     yajl_val v, ngx_uint_t index, ngx_uint_t list)
 {
+    u_char                 *last;
+    size_t                  len;
+    ngx_http_llm_prompt_t  *p;
+    u_char                  name[NGX_INT_T_LEN + sizeof("prompt[]")];
+
     if (YAJL_IS_STRING(v)) {
         if (v->u.string[0] == '\0') {
             ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt",
@@ -146,11 +203,37 @@ ngx_http_llm_completions_prompt(ngx_http_llm_job_t *job, yajl_val root,
             return NGX_ERROR;
         }
 
-        return ngx_http_llm_completions_text(job, root, v->u.string);
+        /* completions add BOS unless add_special_tokens is false */
+
+        len = ngx_strlen(v->u.string);
+        p = ngx_http_llm_job_tokenize(job, v->u.string, len,
+                                      !YAJL_IS_FALSE(llm_json_get(root,
+                                                     "add_special_tokens")),
+                                      "prompt");
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+
+        if (job->echo_requested) {
+            return ngx_http_llm_job_copy(job, v->u.string, len, &p->echo);
+        }
+
+        return NGX_OK;
     }
 
     if (YAJL_IS_ARRAY(v) && v->u.array.len) {
-        return ngx_http_llm_completions_ids(job, v, index, list);
+        if (list) {
+            last = ngx_sprintf(name, "prompt[%ui]", index);
+
+        } else {
+            last = ngx_cpymem(name, "prompt", sizeof("prompt") - 1);
+        }
+
+        *last = '\0';
+
+        p = ngx_http_llm_job_token_ids(job, v, "prompt", (char *) name);
+
+        return p ? NGX_OK : NGX_ERROR;
     }
 
     ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt",
@@ -159,118 +242,6 @@ ngx_http_llm_completions_prompt(ngx_http_llm_job_t *job, yajl_val root,
                            YAJL_IS_ARRAY(v) ? "an empty list"
                                             : ngx_http_llm_json_type(v));
     return NGX_ERROR;
-}
-
-
-static ngx_int_t
-ngx_http_llm_completions_ids(ngx_http_llm_job_t *job, yajl_val list,
-    ngx_uint_t index, ngx_uint_t nested)
-{
-    int        vocab;
-    size_t     i, n;
-    int32_t   *ids;
-    yajl_val   v;
-
-    n = list->u.array.len;
-    vocab = llm_model_vocab_size(job->model);
-
-    ids = malloc(n * sizeof(int32_t));
-    if (ids == NULL) {
-        ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                               "out of memory");
-        return NGX_ERROR;
-    }
-
-    for (i = 0; i < n; i++) {
-        v = list->u.array.values[i];
-
-        if (!YAJL_IS_INTEGER(v)) {
-            free(ids);
-
-            if (nested) {
-                ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt",
-                                       "prompt[%ui][%uz] must be a token id, "
-                                       "got %s", index, i,
-                                       ngx_http_llm_json_type(v));
-            } else {
-                ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt",
-                                       "prompt[%uz] must be a token id, got "
-                                       "%s", i, ngx_http_llm_json_type(v));
-            }
-
-            return NGX_ERROR;
-        }
-
-        if (YAJL_GET_INTEGER(v) < 0 || YAJL_GET_INTEGER(v) >= vocab) {
-            free(ids);
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt",
-                                   "Token id %L is out of vocabulary "
-                                   "(size %d)", YAJL_GET_INTEGER(v), vocab);
-            return NGX_ERROR;
-        }
-
-        ids[i] = (int32_t) YAJL_GET_INTEGER(v);
-    }
-
-    return ngx_http_llm_job_add_prompt(job, ids, (int) n) ? NGX_OK
-                                                          : NGX_ERROR;
-}
-
-
-static ngx_int_t
-ngx_http_llm_completions_text(ngx_http_llm_job_t *job, yajl_val root,
-    const char *text)
-{
-    int                     n;
-    char                    err[LLM_ERR_LEN];
-    size_t                  len;
-    int32_t                *ids;
-    yajl_val                v;
-    ngx_http_llm_prompt_t  *p;
-
-    len = ngx_strlen(text);
-
-    /* completions add BOS unless add_special_tokens is false */
-    v = ngx_http_llm_json_get(root, "add_special_tokens");
-
-    err[0] = '\0';
-    n = llm_tokenizer_encode(llm_model_tokenizer(job->model), text, len,
-                             !YAJL_IS_FALSE(v), &ids, err);
-    if (n < 0) {
-        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt", "%s",
-                               err[0] ? err : "tokenizing the prompt failed");
-        return NGX_ERROR;
-    }
-
-    p = ngx_http_llm_job_add_prompt(job, ids, n);
-    if (p == NULL) {
-        return NGX_ERROR;
-    }
-
-    if (job->echo_requested) {
-        return ngx_http_llm_completions_echo(job, p, text, len);
-    }
-
-    return NGX_OK;
-}
-
-
-static ngx_int_t
-ngx_http_llm_completions_echo(ngx_http_llm_job_t *job,
-    ngx_http_llm_prompt_t *p, const char *text, size_t len)
-{
-    p->echo = malloc(len + 1);
-    if (p->echo == NULL) {
-        ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                               "out of memory");
-        return NGX_ERROR;
-    }
-
-    ngx_memcpy(p->echo, text, len);
-    p->echo[len] = '\0';
-    p->echo_len = len;
-
-    return NGX_OK;
 }
 
 
@@ -307,14 +278,10 @@ ngx_http_llm_completions_chunk(ngx_http_llm_ctx_t *ctx,
 
         ngx_http_llm_json_lit(j, "}\n\n");
 
-        ngx_http_llm_seq_written(seq);
+        ngx_http_llm_chunk_written(seq);
     }
 
-    if (ctx->finish != LLM_FINISH_NONE) {
-        return ngx_http_llm_sse_tail(j, ctx, object);
-    }
-
-    return j->failed ? NGX_ERROR : NGX_OK;
+    return ngx_http_llm_chunk_end(j, ctx, object);
 }
 
 
@@ -355,7 +322,7 @@ ngx_http_llm_completions_choice(ngx_http_llm_json_t *j,
     ngx_http_llm_job_t  *job;
 
     /* the choice's first text echoes the prompt: so do its logprobs */
-    echo = (seq->prompt->echo != NULL && !seq->echoed);
+    echo = (seq->prompt->echo.data != NULL && !seq->echoed);
 
     ngx_http_llm_json_lit(j, "{\"index\":");
     ngx_http_llm_json_int(j, seq->index);
@@ -397,13 +364,13 @@ ngx_http_llm_completions_choice(ngx_http_llm_json_t *j,
         }
 
         ngx_http_llm_json_lit(j, ",\"token_ids\":");
-        ngx_http_llm_token_ids(j, job, seq->ids, seq->n_ids);
+        ngx_http_llm_token_ids(j, job, seq->ids.elts, seq->ids.nelts);
         ngx_http_llm_json_lit(j, "}");
         return;
     }
 
     ngx_http_llm_json_lit(j, ",\"token_ids\":");
-    ngx_http_llm_token_ids(j, job, seq->ids, seq->n_ids);
+    ngx_http_llm_token_ids(j, job, seq->ids.elts, seq->ids.nelts);
     ngx_http_llm_json_lit(j, ",\"prompt_logprobs\":");
 
     if (seq->ctx->job->sp.prompt_logprobs >= 0) {
@@ -429,28 +396,28 @@ static void
 ngx_http_llm_completions_text_json(ngx_http_llm_json_t *j,
     ngx_http_llm_seq_t *seq)
 {
-    u_char                 *p;
-    size_t                  len;
-    ngx_http_llm_prompt_t  *prompt;
+    u_char     *p;
+    size_t      len;
+    ngx_str_t  *echo;
 
-    prompt = seq->prompt;
-    len = seq->ctx->job->echo_only ? 0 : seq->text_len;
+    echo = &seq->prompt->echo;
+    len = seq->ctx->job->echo_only ? 0 : seq->text.nelts;
 
-    if (prompt->echo == NULL || seq->echoed) {
-        ngx_http_llm_json_str(j, seq->text, len);
+    if (echo->data == NULL || seq->echoed) {
+        ngx_http_llm_json_str(j, seq->text.elts, len);
         return;
     }
 
     seq->echoed = 1;
 
-    p = ngx_pnalloc(seq->ctx->request->pool, prompt->echo_len + len);
+    p = ngx_pnalloc(seq->ctx->request->pool, echo->len + len);
     if (p == NULL) {
         j->failed = 1;
         return;
     }
 
-    ngx_memcpy(p, prompt->echo, prompt->echo_len);
-    ngx_memcpy(p + prompt->echo_len, seq->text, len);
+    ngx_memcpy(p, echo->data, echo->len);
+    ngx_memcpy(p + echo->len, seq->text.elts, len);
 
-    ngx_http_llm_json_str(j, p, prompt->echo_len + len);
+    ngx_http_llm_json_str(j, p, echo->len + len);
 }

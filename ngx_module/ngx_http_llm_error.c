@@ -1,32 +1,23 @@
 
 /*
- * ngx_http_llm_error.c -- the OpenAI error object, and a filter that puts it
- * in place of nginx's own HTML error pages inside llm_api locations.
+ * ngx_http_llm_error.c -- the OpenAI error object, and sending it as the
+ * whole response:
  *
  *   {"error":{"message":"...","type":"BadRequestError","param":null,
  *             "code":400}}
  *
- * Errors the module finds itself are sent with ngx_http_llm_send_error().
- * Errors nginx finds before the module runs (a body over
- * client_max_body_size is answered 413 in the find-config phase, a chunked
- * body in the body filter) go through ngx_http_special_response_handler(),
- * which sends text/html; the header and body filters here replace that
- * page with the JSON object, so clients of an llm_api location never see
- * HTML.  An error_page the user configured still wins: it redirects to its
- * own location first.
+ * Errors the module finds itself are sent with ngx_http_llm_send_error();
+ * those nginx finds before the module runs are turned into the same object
+ * by ngx_http_llm_error_filter.c.
  */
 
 
 #include "ngx_http_llm_module.h"
 
 
-static ngx_int_t ngx_http_llm_error_header_filter(ngx_http_request_t *r);
-static ngx_int_t ngx_http_llm_error_body_filter(ngx_http_request_t *r,
-    ngx_chain_t *in);
-
-
-static ngx_http_output_header_filter_pt  ngx_http_next_header_filter;
-static ngx_http_output_body_filter_pt    ngx_http_next_body_filter;
+static ngx_int_t ngx_http_llm_error_send(ngx_http_request_t *r,
+    ngx_uint_t status, const char *type, const char *param,
+    const char *allow, const char *fmt, va_list args);
 
 
 const char *
@@ -96,36 +87,27 @@ ngx_http_llm_error_json(ngx_http_llm_json_t *j, ngx_uint_t status,
 }
 
 
-static ngx_int_t ngx_http_llm_error_send(ngx_http_request_t *r,
-    ngx_uint_t status, const char *type, const char *param,
-    const char *allow, const char *fmt, va_list args);
-
-
 /*
  * Sends the error object as the whole response.  Returns what the caller
- * passes to ngx_http_finalize_request().  A 405 lists the methods of the
- * POST routes, or of the GET ones when a GET was refused.
+ * passes to ngx_http_finalize_request().
  */
 
 ngx_int_t
 ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
     const char *type, const char *param, const char *fmt, ...)
 {
-    ngx_int_t    rc;
-    va_list      args;
-    const char  *allow;
-
-    allow = (r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD)) ? "POST" : "GET, HEAD";
+    ngx_int_t  rc;
+    va_list    args;
 
     va_start(args, fmt);
-    rc = ngx_http_llm_error_send(r, status, type, param, allow, fmt, args);
+    rc = ngx_http_llm_error_send(r, status, type, param, NULL, fmt, args);
     va_end(args);
 
     return rc;
 }
 
 
-/* a 405 for a route whose methods are neither of the above */
+/* a 405, with the methods the resource allows */
 
 ngx_int_t
 ngx_http_llm_send_not_allowed(ngx_http_request_t *r, const char *allow,
@@ -150,6 +132,7 @@ ngx_http_llm_error_send(ngx_http_request_t *r, ngx_uint_t status,
 {
     u_char               *p, msg[LLM_ERR_LEN];
     ngx_uint_t            level;
+    ngx_table_elt_t      *h;
     ngx_http_llm_json_t   j;
 
     p = ngx_vslprintf(msg, msg + sizeof(msg), fmt, args);
@@ -174,10 +157,8 @@ ngx_http_llm_error_send(ngx_http_request_t *r, ngx_uint_t status,
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    if (status == NGX_HTTP_NOT_ALLOWED) {
+    if (allow) {
         /* RFC 9110: a 405 lists the methods the resource allows */
-        ngx_table_elt_t  *h;
-
         h = ngx_list_push(&r->headers_out.headers);
         if (h == NULL) {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -190,135 +171,4 @@ ngx_http_llm_error_send(ngx_http_request_t *r, ngx_uint_t status,
     }
 
     return ngx_http_llm_send_json(r, status, &j);
-}
-
-
-/* the filter for nginx's own error pages */
-
-ngx_int_t
-ngx_http_llm_error_filter_init(ngx_conf_t *cf)
-{
-    ngx_http_next_header_filter = ngx_http_top_header_filter;
-    ngx_http_top_header_filter = ngx_http_llm_error_header_filter;
-
-    ngx_http_next_body_filter = ngx_http_top_body_filter;
-    ngx_http_top_body_filter = ngx_http_llm_error_body_filter;
-
-    return NGX_OK;
-}
-
-
-static ngx_int_t
-ngx_http_llm_error_header_filter(ngx_http_request_t *r)
-{
-    char                     *msg;
-    ngx_uint_t                status;
-    ngx_http_llm_ctx_t       *ctx;
-    ngx_http_llm_loc_conf_t  *llcf;
-
-    status = r->headers_out.status;
-    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
-
-    /*
-     * Only nginx's special responses: they are the only text/html bodies
-     * with an error status that an llm_api location produces.
-     */
-
-    if (llcf->handler != NGX_HTTP_LLM_HANDLER_API
-        || status < NGX_HTTP_BAD_REQUEST
-        || r != r->main
-        || r->headers_out.content_type.len != sizeof("text/html") - 1
-        || ngx_strncmp(r->headers_out.content_type.data, "text/html",
-                       sizeof("text/html") - 1) != 0)
-    {
-        return ngx_http_next_header_filter(r);
-    }
-
-    /* nginx clears module contexts before some special responses */
-    ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
-
-    if (ctx == NULL) {
-        ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_llm_ctx_t));
-        if (ctx == NULL) {
-            return NGX_ERROR;
-        }
-
-        ctx->request = r;
-        ngx_http_set_ctx(r, ctx, ngx_http_llm_module);
-    }
-
-    ctx->error_page = ngx_palloc(r->pool, sizeof(ngx_http_llm_json_t));
-    if (ctx->error_page == NULL) {
-        return NGX_ERROR;
-    }
-
-    msg = (char *) ngx_http_llm_error_type(status);
-
-    if (status == NGX_HTTP_REQUEST_ENTITY_TOO_LARGE) {
-        msg = "Request body is larger than client_max_body_size.";
-    }
-
-    ngx_http_llm_json_init(ctx->error_page, r->pool, 256);
-
-    if (ngx_http_llm_error_json(ctx->error_page, status, NULL, NULL,
-                                (u_char *) msg, ngx_strlen(msg))
-        != NGX_OK)
-    {
-        return NGX_ERROR;
-    }
-
-    r->headers_out.content_length_n = ctx->error_page->pos
-                                      - ctx->error_page->start;
-    ngx_str_set(&r->headers_out.content_type, "application/json");
-    r->headers_out.content_type_len = r->headers_out.content_type.len;
-    r->headers_out.content_type_lowcase = NULL;
-
-    if (r->headers_out.content_length) {
-        r->headers_out.content_length->hash = 0;
-        r->headers_out.content_length = NULL;
-    }
-
-    return ngx_http_next_header_filter(r);
-}
-
-
-static ngx_int_t
-ngx_http_llm_error_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
-{
-    ngx_buf_t           *b;
-    ngx_chain_t          out, *cl;
-    ngx_http_llm_ctx_t  *ctx;
-
-    ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
-
-    if (ctx == NULL || ctx->error_page == NULL || in == NULL) {
-        return ngx_http_next_body_filter(r, in);
-    }
-
-    /* the HTML page is dropped: its buffers count as sent */
-    for (cl = in; cl; cl = cl->next) {
-        cl->buf->pos = cl->buf->last;
-    }
-
-    if (ctx->error_page_sent) {
-        return NGX_OK;
-    }
-
-    ctx->error_page_sent = 1;
-
-    b = ngx_calloc_buf(r->pool);
-    if (b == NULL) {
-        return NGX_ERROR;
-    }
-
-    b->pos = ctx->error_page->start;
-    b->last = ctx->error_page->pos;
-    b->memory = 1;
-    b->last_buf = 1;
-    b->last_in_chain = 1;
-
-    out.buf = b;
-    out.next = NULL;
-
-    return ngx_http_next_body_filter(r, &out);
 }

@@ -1,19 +1,17 @@
 
 /*
- * ngx_http_llm_handler.c -- the llm_api content handler and the life of a
- * generation request.
+ * ngx_http_llm_handler.c -- the llm_api content handler: a request until
+ * its route starts it.
  *
- *   handler        route on the URI's ending, check the method, read body
- *                  (GET and DELETE .../responses/{id} answer at once from
- *                  the store)
+ *   handler        find the route (ngx_http_llm_routes.c), check the
+ *                  method; a route without a body answers at once
  *   body_handler   post the "prepare" task to llm_thread_pool: parse the
- *                  JSON, render the chat template, tokenize (slow work the
- *                  event loop must not do); r->main->blocked keeps the
- *                  request alive until the task returns
+ *                  JSON and hand it to the route's parser (templates,
+ *                  tokenizing: slow work the event loop must not do);
+ *                  r->main->blocked keeps the request alive until the task
+ *                  returns
  *   start          back on the event loop: answer the task's error, or
- *                  submit to the engine (and send SSE headers)
- *   deliver        called after each drain with new output: write chunks,
- *                  or at the end the whole body; finalize once
+ *                  the route's start (ngx_http_llm_generate.c generates)
  *   cleanup        runs however the request ends (client abort included)
  *                  and cancels the engine's work at once
  *
@@ -29,17 +27,13 @@
 #define NGX_HTTP_LLM_GUARD  60000
 
 
-static ngx_http_llm_route_e ngx_http_llm_route(ngx_http_request_t *r);
 static void ngx_http_llm_body_handler(ngx_http_request_t *r);
+static void ngx_http_llm_ctx_init(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx, ngx_http_llm_job_t *job);
 static void ngx_http_llm_prepare(void *data, ngx_log_t *log);
+static u_char *ngx_http_llm_read_body(ngx_http_llm_job_t *job);
 static void ngx_http_llm_prepared(ngx_event_t *ev);
 static void ngx_http_llm_start(ngx_http_request_t *r);
-static ngx_int_t ngx_http_llm_set_id(ngx_http_request_t *r,
-    ngx_http_llm_ctx_t *ctx);
-static ngx_int_t ngx_http_llm_deliver_stream(ngx_http_request_t *r,
-    ngx_http_llm_ctx_t *ctx);
-static ngx_int_t ngx_http_llm_deliver_body(ngx_http_request_t *r,
-    ngx_http_llm_ctx_t *ctx);
 static void ngx_http_llm_guard_handler(ngx_event_t *ev);
 static void ngx_http_llm_cleanup(void *data);
 
@@ -47,76 +41,35 @@ static void ngx_http_llm_cleanup(void *data);
 ngx_int_t
 ngx_http_llm_api_handler(ngx_http_request_t *r)
 {
-    ngx_int_t              rc;
-    ngx_http_llm_ctx_t    *ctx;
-    ngx_http_llm_route_e   route;
+    ngx_int_t                    rc;
+    ngx_str_t                    id;
+    ngx_http_llm_ctx_t          *ctx;
+    const ngx_http_llm_route_t  *route;
 
-    route = ngx_http_llm_route(r);
+    route = ngx_http_llm_route_find(r, &id);
 
-    if (route == NGX_HTTP_LLM_ROUTE_NONE
-        || route == NGX_HTTP_LLM_ROUTE_MODELS
-        || route == NGX_HTTP_LLM_ROUTE_MODEL)
+    if (route == NULL || !(r->method & route->methods)
+        || route->parse == NULL)
     {
         rc = ngx_http_discard_request_body(r);
         if (rc != NGX_OK) {
             return rc;
         }
 
-        if (route == NGX_HTTP_LLM_ROUTE_NONE) {
+        if (route == NULL) {
             return ngx_http_llm_send_error(r, NGX_HTTP_NOT_FOUND, NULL, NULL,
                                            "Not Found: no API endpoint at "
                                            "\"%V\"", &r->uri);
         }
 
-        if (!(r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD))) {
-            return ngx_http_llm_send_error(r, NGX_HTTP_NOT_ALLOWED, NULL,
-                                           NULL, "Method Not Allowed: use "
-                                           "GET for \"%V\"", &r->uri);
-        }
-
-        return ngx_http_llm_models_handler(r, route);
-    }
-
-    if (route == NGX_HTTP_LLM_ROUTE_RESPONSE) {
-        rc = ngx_http_discard_request_body(r);
-        if (rc != NGX_OK) {
-            return rc;
-        }
-
-        if (!(r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD|NGX_HTTP_DELETE))) {
-            return ngx_http_llm_send_not_allowed(r, "GET, HEAD, DELETE",
+        if (!(r->method & route->methods)) {
+            return ngx_http_llm_send_not_allowed(r, route->allow,
                                                  "Method Not Allowed: use "
-                                                 "GET or DELETE for \"%V\"",
-                                                 &r->uri);
+                                                 "%s for \"%V\"",
+                                                 route->use, &r->uri);
         }
 
-        return ngx_http_llm_response_handler(r);
-    }
-
-    if (route == NGX_HTTP_LLM_ROUTE_RESPONSE_CANCEL) {
-        rc = ngx_http_discard_request_body(r);
-        if (rc != NGX_OK) {
-            return rc;
-        }
-
-        if (r->method != NGX_HTTP_POST) {
-            return ngx_http_llm_send_not_allowed(r, "POST",
-                                                 "Method Not Allowed: use "
-                                                 "POST for \"%V\"", &r->uri);
-        }
-
-        return ngx_http_llm_response_handler(r);
-    }
-
-    if (r->method != NGX_HTTP_POST) {
-        rc = ngx_http_discard_request_body(r);
-        if (rc != NGX_OK) {
-            return rc;
-        }
-
-        return ngx_http_llm_send_error(r, NGX_HTTP_NOT_ALLOWED, NULL, NULL,
-                                       "Method Not Allowed: use POST for "
-                                       "\"%V\"", &r->uri);
+        return route->answer(r, &id);
     }
 
     if (ngx_http_llm_worker.engine == NULL) {
@@ -146,145 +99,34 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
 }
 
 
-/*
- * The endpoint is chosen by how the URI ends, so "location /v1/" and
- * "location = /completions" both work.  "/chat/completions" is tested
- * before "/completions", "/detokenize" before "/tokenize".
- */
-
-static ngx_http_llm_route_e
-ngx_http_llm_route(ngx_http_request_t *r)
-{
-    u_char     *p, *last;
-    ngx_str_t  *uri;
-
-    uri = &r->uri;
-    last = uri->data + uri->len;
-
-#define ngx_http_llm_ends_with(s)                                            \
-    (uri->len >= sizeof(s) - 1                                               \
-     && ngx_strncmp(last - (sizeof(s) - 1), s, sizeof(s) - 1) == 0)
-
-    if (ngx_http_llm_ends_with("/chat/completions")) {
-        return NGX_HTTP_LLM_ROUTE_CHAT;
-    }
-
-    if (ngx_http_llm_ends_with("/completions")) {
-        return NGX_HTTP_LLM_ROUTE_COMPLETIONS;
-    }
-
-    if (ngx_http_llm_ends_with("/responses")) {
-        return NGX_HTTP_LLM_ROUTE_RESPONSES;
-    }
-
-    if (ngx_http_llm_ends_with("/detokenize")) {
-        return NGX_HTTP_LLM_ROUTE_DETOKENIZE;
-    }
-
-    if (ngx_http_llm_ends_with("/tokenize")) {
-        return NGX_HTTP_LLM_ROUTE_TOKENIZE;
-    }
-
-    if (ngx_http_llm_ends_with("/models")) {
-        return NGX_HTTP_LLM_ROUTE_MODELS;
-    }
-
-#undef ngx_http_llm_ends_with
-
-    /* "/models/{id}": ids may hold slashes ("org/name") */
-    p = ngx_strlcasestrn(uri->data, last, (u_char *) "/models/", 8 - 1);
-
-    if (p && p + 8 < last) {
-        return NGX_HTTP_LLM_ROUTE_MODEL;
-    }
-
-    /*
-     * "/responses/{id}" and "/responses/{id}/cancel": the id is one
-     * segment ("resp_..."); others (OpenAI's ".../input_items") are not
-     * served
-     */
-    p = ngx_strlcasestrn(uri->data, last, (u_char *) "/responses/", 11 - 1);
-
-    if (p && p + 11 < last) {
-        p = ngx_strlchr(p + 11, last, '/');
-
-        if (p == NULL) {
-            return NGX_HTTP_LLM_ROUTE_RESPONSE;
-        }
-
-        if (last - p == 7 && ngx_strncmp(p, "/cancel", 7) == 0
-            && p > uri->data && p[-1] != '/')
-        {
-            return NGX_HTTP_LLM_ROUTE_RESPONSE_CANCEL;
-        }
-    }
-
-    return NGX_HTTP_LLM_ROUTE_NONE;
-}
-
-
 static void
 ngx_http_llm_body_handler(ngx_http_request_t *r)
 {
     ngx_thread_task_t         *task;
-    ngx_pool_cleanup_t        *cln;
-    ngx_http_cleanup_t        *hcln;
+    ngx_http_cleanup_t        *cln;
     ngx_http_llm_ctx_t        *ctx;
     ngx_http_llm_job_t        *job;
-    ngx_http_llm_worker_t     *w = &ngx_http_llm_worker;
-    ngx_http_llm_loc_conf_t   *llcf;
     ngx_http_llm_main_conf_t  *lmcf;
 
-    ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
-    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_module);
+    ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
 
-    job = ngx_pcalloc(r->pool, sizeof(ngx_http_llm_job_t));
+    job = ngx_http_llm_job_create(r, ctx->route);
     if (job == NULL) {
         ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
 
-    /* the task's malloc()ed results are freed with the request's pool */
-    cln = ngx_pool_cleanup_add(r->pool, 0);
+    ngx_http_llm_ctx_init(r, ctx, job);
+
+    cln = ngx_http_cleanup_add(r, 0);
     if (cln == NULL) {
         ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
         return;
     }
 
-    cln->handler = ngx_http_llm_job_free;
-    cln->data = job;
-
-    job->body = r->request_body ? r->request_body->bufs : NULL;
-    job->route = ctx->route;
-    job->served_model_name = lmcf->served_model_name;
-    job->model = w->model;
-    job->max_model_len = w->max_model_len;
-    job->force_include_usage = llcf->force_include_usage;
-    llm_sampling_params_init(&job->sp, w->model);
-
-    ctx->job = job;
-    ctx->model = lmcf->served_model_name;
-    /* spec metrics come in the same object, with or without the times */
-    ctx->timing = llcf->per_request_metrics;
-    ctx->spec_metrics = llcf->spec_decode_metrics;
-    ctx->metrics = llcf->per_request_metrics
-                   || llcf->spec_decode_metrics
-                      != NGX_HTTP_LLM_SPEC_METRICS_NONE;
-    ctx->prefix_caching = lmcf->enable_prefix_caching;
-    ctx->log_stats = lmcf->log_stats;
-
-    /* Prometheus' TTFT and e2e latency start here: vLLM's arrival */
-    ctx->arrival = llm_now();
-
-    hcln = ngx_http_cleanup_add(r, 0);
-    if (hcln == NULL) {
-        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
-    }
-
-    hcln->handler = ngx_http_llm_cleanup;
-    hcln->data = ctx;
+    cln->handler = ngx_http_llm_cleanup;
+    cln->data = ctx;
 
     ctx->guard.handler = ngx_http_llm_guard_handler;
     ctx->guard.data = ctx;
@@ -318,67 +160,53 @@ ngx_http_llm_body_handler(ngx_http_request_t *r)
 }
 
 
-/* runs in a thread of llm_thread_pool: no pools, no nginx request API */
+/* the request's settings, taken when the body is in */
+
+static void
+ngx_http_llm_ctx_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_job_t *job)
+{
+    ngx_http_llm_loc_conf_t   *llcf;
+    ngx_http_llm_main_conf_t  *lmcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_module);
+
+    ctx->job = job;
+    ctx->model = lmcf->served_model_name;
+    /* spec metrics come in the same object, with or without the times */
+    ctx->timing = llcf->per_request_metrics;
+    ctx->spec_metrics = llcf->spec_decode_metrics;
+    ctx->metrics = llcf->per_request_metrics
+                   || llcf->spec_decode_metrics
+                      != NGX_HTTP_LLM_SPEC_METRICS_NONE;
+    ctx->prefix_caching = lmcf->enable_prefix_caching;
+    ctx->log_stats = lmcf->log_stats;
+
+    /* Prometheus' TTFT and e2e latency start here: vLLM's arrival */
+    ctx->arrival = llm_now();
+}
+
+
+/* runs in a thread of llm_thread_pool: the job's pool, no nginx request */
 
 static void
 ngx_http_llm_prepare(void *data, ngx_log_t *log)
 {
     ngx_http_llm_job_t  *job = *(ngx_http_llm_job_t **) data;
 
-    u_char       *body, *p;
-    size_t        len;
-    ssize_t       n;
-    yajl_val      root;
-    ngx_buf_t    *b;
-    ngx_chain_t  *cl;
-    char          errbuf[256];
+    u_char    *body, *p;
+    yajl_val   root;
+    char       errbuf[256];
 
-    len = 0;
-    for (cl = job->body; cl; cl = cl->next) {
-        if (!ngx_buf_special(cl->buf)) {
-            len += ngx_buf_size(cl->buf);
-        }
-    }
-
-    body = malloc(len + 1);
+    body = ngx_http_llm_read_body(job);
     if (body == NULL) {
-        ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                               "out of memory for a %uz byte body", len);
         return;
     }
 
-    /* a body larger than client_body_buffer_size is in a temp file */
-    p = body;
-    for (cl = job->body; cl; cl = cl->next) {
-        b = cl->buf;
-
-        if (ngx_buf_special(b)) {
-            continue;       /* e.g. the last_buf of an empty body */
-        }
-
-        if (!ngx_buf_in_memory(b)) {
-            n = pread(b->file->fd, p, b->file_last - b->file_pos,
-                      b->file_pos);
-            if (n != b->file_last - b->file_pos) {
-                free(body);
-                ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                       NULL, "reading the request body "
-                                       "from \"%V\" failed", &b->file->name);
-                return;
-            }
-
-            p += n;
-
-        } else {
-            p = ngx_cpymem(p, b->pos, b->last - b->pos);
-        }
-    }
-
-    *p = '\0';
-
     errbuf[0] = '\0';
     root = yajl_tree_parse((const char *) body, errbuf, sizeof(errbuf));
-    free(body);
+    ngx_pfree(job->pool, body);
 
     if (root == NULL) {
         /* yajl appends the input and a caret on further lines */
@@ -398,34 +226,68 @@ ngx_http_llm_prepare(void *data, ngx_log_t *log)
                                "the request body must be a JSON object, "
                                "got %s", ngx_http_llm_json_type(root));
 
-    } else if (job->route == NGX_HTTP_LLM_ROUTE_TOKENIZE
-               || job->route == NGX_HTTP_LLM_ROUTE_DETOKENIZE)
-    {
-        ngx_http_llm_tokenize_parse(job, root);
-
-    } else if (ngx_http_llm_params_parse(job, root) == NGX_OK) {
-
-        switch (job->route) {
-
-        case NGX_HTTP_LLM_ROUTE_CHAT:
-            ngx_http_llm_chat_parse(job, root);
-            break;
-
-        case NGX_HTTP_LLM_ROUTE_RESPONSES:
-            ngx_http_llm_responses_parse(job, root);
-            break;
-
-        default: /* NGX_HTTP_LLM_ROUTE_COMPLETIONS */
-            ngx_http_llm_completions_parse(job, root);
-            break;
-        }
-
-        if (job->status == 0) {
-            (void) ngx_http_llm_params_finish(job);
-        }
+    } else {
+        job->route->parse(job, root);
     }
 
     yajl_tree_free(root);
+}
+
+
+/* the body as one NUL-terminated string, or NULL with the error set */
+
+static u_char *
+ngx_http_llm_read_body(ngx_http_llm_job_t *job)
+{
+    u_char       *body, *p;
+    size_t        len;
+    ssize_t       n;
+    ngx_buf_t    *b;
+    ngx_chain_t  *cl;
+
+    len = 0;
+    for (cl = job->body; cl; cl = cl->next) {
+        if (!ngx_buf_special(cl->buf)) {
+            len += ngx_buf_size(cl->buf);
+        }
+    }
+
+    body = ngx_pnalloc(job->pool, len + 1);
+    if (body == NULL) {
+        ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
+                               "out of memory for a %uz byte body", len);
+        return NULL;
+    }
+
+    /* a body larger than client_body_buffer_size is in a temp file */
+    p = body;
+    for (cl = job->body; cl; cl = cl->next) {
+        b = cl->buf;
+
+        if (ngx_buf_special(b)) {
+            continue;       /* e.g. the last_buf of an empty body */
+        }
+
+        if (!ngx_buf_in_memory(b)) {
+            n = pread(b->file->fd, p, b->file_last - b->file_pos,
+                      b->file_pos);
+            if (n != b->file_last - b->file_pos) {
+                ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                       NULL, "reading the request body "
+                                       "from \"%V\" failed", &b->file->name);
+                return NULL;
+            }
+
+            p += n;
+
+        } else {
+            p = ngx_cpymem(p, b->pos, b->last - b->pos);
+        }
+    }
+
+    *p = '\0';
+
+    return body;
 }
 
 
@@ -468,277 +330,15 @@ ngx_http_llm_start(ngx_http_request_t *r)
     job = ctx->job;
 
     if (job->status) {
-        ngx_http_finalize_request(r,
-            ngx_http_llm_send_error(r, job->status, job->err_type,
-                                    job->err_param, "%s", job->err));
-        return;
+        rc = ngx_http_llm_send_error(r, job->status, job->err_type,
+                                     job->err_param, "%s", job->err);
+
+    } else {
+        rc = ctx->route->start(r, ctx);
     }
 
-    if (ctx->route == NGX_HTTP_LLM_ROUTE_TOKENIZE
-        || ctx->route == NGX_HTTP_LLM_ROUTE_DETOKENIZE)
-    {
-        ngx_http_finalize_request(r, ngx_http_llm_tokenize_send(r, ctx));
-        return;
-    }
-
-    ctx->stream = job->stream;
-    ctx->include_usage = job->include_usage;
-    ctx->continuous_usage = job->continuous_usage;
-    ctx->created = ngx_time();
-
-    if (ngx_http_llm_set_id(r, ctx) != NGX_OK) {
-        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
-        return;
-    }
-
-    rc = ngx_http_llm_engine_submit(r, ctx);
-    if (rc != NGX_OK) {
+    if (rc != NGX_DONE) {
         ngx_http_finalize_request(r, rc);
-        return;
-    }
-
-    if (ctx->stream) {
-        rc = ngx_http_llm_sse_start(r);
-
-        if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
-            ngx_http_finalize_request(r, rc);
-            return;
-        }
-
-        r->write_event_handler = ngx_http_llm_writer;
-    }
-
-    /* a stream's response.created and response.in_progress come at once */
-
-    if (ctx->route == NGX_HTTP_LLM_ROUTE_RESPONSES
-        && ngx_http_llm_responses_start(ctx) == NGX_ERROR)
-    {
-        ngx_http_finalize_request(r, NGX_ERROR);
-        return;
-    }
-}
-
-
-/* "chatcmpl-", "cmpl-" or "resp_" and 32 hex digits, like vLLM's ids */
-
-static ngx_int_t
-ngx_http_llm_set_id(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
-{
-    const char  *prefix;
-
-    switch (ctx->route) {
-    case NGX_HTTP_LLM_ROUTE_CHAT:
-        prefix = "chatcmpl-";
-        break;
-    case NGX_HTTP_LLM_ROUTE_RESPONSES:
-        prefix = "resp_";
-        break;
-    default:
-        prefix = "cmpl-";
-    }
-
-    return ngx_http_llm_random_id(r->pool, &ctx->id, prefix);
-}
-
-
-ngx_int_t
-ngx_http_llm_random_id(ngx_pool_t *pool, ngx_str_t *id, const char *prefix)
-{
-    u_char      *p;
-    size_t       len;
-    ngx_uint_t   i;
-
-    len = ngx_strlen(prefix);
-
-    p = ngx_pnalloc(pool, len + 32);
-    if (p == NULL) {
-        return NGX_ERROR;
-    }
-
-    id->data = p;
-    p = ngx_cpymem(p, prefix, len);
-
-    for (i = 0; i < 4; i++) {
-        /* random() gives 31 bits */
-        p = ngx_sprintf(p, "%08xD",
-                        (uint32_t) (ngx_random() ^ (ngx_random() << 16)));
-    }
-
-    id->len = p - id->data;
-
-    return NGX_OK;
-}
-
-
-/* new output after a drain (ngx_http_llm_engine.c) */
-
-void
-ngx_http_llm_deliver(ngx_http_llm_ctx_t *ctx)
-{
-    ngx_int_t            rc;
-    ngx_connection_t    *c;
-    ngx_http_request_t  *r;
-
-    r = ctx->request;
-    c = r->connection;
-
-    ngx_http_set_log_request(c->log, r);
-
-    if (ctx->stream) {
-        rc = ngx_http_llm_deliver_stream(r, ctx);
-
-    } else {
-        rc = ngx_http_llm_deliver_body(r, ctx);
-    }
-
-    if (rc != NGX_AGAIN || ctx->done) {
-        ngx_http_finalize_request(r, rc);
-    }
-
-    ngx_http_run_posted_requests(c);
-}
-
-
-/*
- * Returns NGX_AGAIN while the stream goes on (whatever the socket said:
- * unsent data waits in ctx->busy for ngx_http_llm_writer), or the code to
- * finalize with.
- */
-
-static ngx_int_t
-ngx_http_llm_deliver_stream(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
-{
-    ngx_int_t             rc;
-    ngx_uint_t            last;
-    ngx_http_llm_json_t  *j;
-
-    last = ctx->finish != LLM_FINISH_NONE || ctx->failed;
-
-    if (ctx->failed) {
-        ctx->finish = LLM_FINISH_ERROR;
-    }
-
-    j = &ctx->scratch;
-
-    if (j->start == NULL) {
-        ngx_http_llm_json_init(j, r->pool, 1024);
-
-    } else {
-        ngx_http_llm_json_reset(j);
-    }
-
-    switch (ctx->route) {
-
-    case NGX_HTTP_LLM_ROUTE_CHAT:
-        rc = ngx_http_llm_chat_chunk(ctx, j);
-        break;
-
-    case NGX_HTTP_LLM_ROUTE_RESPONSES:
-        rc = ngx_http_llm_responses_chunk(ctx, j);
-        break;
-
-    default: /* NGX_HTTP_LLM_ROUTE_COMPLETIONS */
-        rc = ngx_http_llm_completions_chunk(ctx, j);
-        break;
-    }
-
-    if (rc != NGX_OK) {
-        return NGX_ERROR;
-    }
-
-    if (last) {
-        ngx_http_llm_engine_release(ctx);
-        ctx->done = 1;
-    }
-
-    if (j->pos == j->start && !last) {
-        return NGX_AGAIN;
-    }
-
-    rc = ngx_http_llm_sse_send(r, ctx, j, last);
-
-    if (rc == NGX_ERROR || last) {
-        return rc;
-    }
-
-    return NGX_AGAIN;
-}
-
-
-static ngx_int_t
-ngx_http_llm_deliver_body(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
-{
-    size_t               size;
-    ngx_int_t            rc;
-    ngx_uint_t           i;
-    ngx_http_llm_json_t  j;
-
-    if (ctx->finish == LLM_FINISH_NONE && !ctx->failed) {
-        return NGX_AGAIN;       /* the text accumulates in the sequences */
-    }
-
-    ngx_http_llm_engine_release(ctx);
-    ctx->done = 1;
-
-    if (ctx->failed || ctx->finish == LLM_FINISH_ERROR) {
-        return ngx_http_llm_send_error(r, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                       NULL, NULL, "Internal server error");
-    }
-
-    size = 1024;
-
-    for (i = 0; i < ctx->n_seqs; i++) {
-        size += 512 + ctx->seqs[i].text_len * 2;
-    }
-
-    ngx_http_llm_json_init(&j, r->pool, size);
-
-    switch (ctx->route) {
-
-    case NGX_HTTP_LLM_ROUTE_CHAT:
-        rc = ngx_http_llm_chat_body(ctx, &j);
-        break;
-
-    case NGX_HTTP_LLM_ROUTE_RESPONSES:
-        rc = ngx_http_llm_responses_body(ctx, &j);
-        break;
-
-    default: /* NGX_HTTP_LLM_ROUTE_COMPLETIONS */
-        rc = ngx_http_llm_completions_body(ctx, &j);
-        break;
-    }
-
-    if (rc != NGX_OK) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    return ngx_http_llm_send_json(r, NGX_HTTP_OK, &j);
-}
-
-
-/*
- * A stream wrote a sequence's new output: its buffers start over (the
- * responses stream keeps its text: the final events repeat all of it).
- */
-
-void
-ngx_http_llm_seq_written(ngx_http_llm_seq_t *seq)
-{
-    if (seq->ctx->route == NGX_HTTP_LLM_ROUTE_RESPONSES) {
-        seq->text_sent = seq->text_len;
-        seq->lp_sent = seq->n_lp;
-
-    } else {
-        seq->text_len = 0;
-        seq->n_lp = 0;
-        seq->n_ids = 0;
-    }
-
-    seq->new_ids = 0;
-    seq->changed = 0;
-
-    if (seq->finish != LLM_FINISH_NONE) {
-        seq->finish_sent = 1;
     }
 }
 
@@ -755,8 +355,6 @@ static void
 ngx_http_llm_cleanup(void *data)
 {
     ngx_http_llm_ctx_t  *ctx = data;
-
-    ctx->terminated = 1;
 
     if (ctx->guard.timer_set) {
         ngx_del_timer(&ctx->guard);

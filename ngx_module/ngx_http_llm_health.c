@@ -27,9 +27,9 @@ ngx_http_llm_get_ready(ngx_http_request_t *r)
     }
 
     if (!(r->method & (NGX_HTTP_GET|NGX_HTTP_HEAD))) {
-        return ngx_http_llm_send_error(r, NGX_HTTP_NOT_ALLOWED, NULL, NULL,
-                                       "Method Not Allowed: use GET for "
-                                       "\"%V\"", &r->uri);
+        return ngx_http_llm_send_not_allowed(r, "GET, HEAD",
+                                             "Method Not Allowed: use GET "
+                                             "for \"%V\"", &r->uri);
     }
 
     if (ngx_http_llm_worker.engine == NULL) {

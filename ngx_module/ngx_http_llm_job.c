@@ -1,12 +1,13 @@
 
 /*
- * ngx_http_llm_job.c -- the "prepare" job's frame: the request-level
- * fields the endpoints share (model, stream options, what this server
- * refuses), typed field lookups with vLLM-style messages, errors, and
- * freeing what the job malloc()ed.
+ * ngx_http_llm_job.c -- the "prepare" job's frame: its pool, the
+ * request-level fields the endpoints share (model, stream options, what
+ * this server refuses), typed field lookups with vLLM-style messages,
+ * prompts from text or token ids, and errors.
  *
- * Runs in a thread of llm_thread_pool (except ngx_http_llm_job_free(), a
- * cleanup of r->pool): no pools, no nginx request API here.
+ * Except ngx_http_llm_job_create() (the event loop, before the task is
+ * posted), this runs in a thread of llm_thread_pool: the job's own pool,
+ * no nginx request API.
  */
 
 
@@ -15,12 +16,89 @@
 #include <math.h>
 
 
-static ngx_int_t ngx_http_llm_parse_model(ngx_http_llm_job_t *job,
-    yajl_val root);
+/*
+ * The job's pool: small ones are common (a short chat is a few hundred
+ * token ids); a prompt of thousands of tokens is one large allocation.
+ */
+#define NGX_HTTP_LLM_JOB_POOL_SIZE  4096
+
+
+static void ngx_http_llm_job_destroy(void *data);
+static ngx_http_llm_prompt_t *ngx_http_llm_job_add_prompt(
+    ngx_http_llm_job_t *job, int32_t *ids, int n);
 static ngx_int_t ngx_http_llm_parse_stream(ngx_http_llm_job_t *job,
     yajl_val root);
 static ngx_int_t ngx_http_llm_parse_unsupported(ngx_http_llm_job_t *job,
     yajl_val root);
+
+
+/*
+ * The event loop: a job for the body of r.  Its pool goes with the
+ * request's: the cleanups of r->pool run after the request released its
+ * engine requests (ngx_http_llm_handler.c), and r->main->blocked keeps
+ * r->pool while the task runs.
+ */
+
+ngx_http_llm_job_t *
+ngx_http_llm_job_create(ngx_http_request_t *r,
+    const ngx_http_llm_route_t *route)
+{
+    ngx_pool_t                *pool;
+    ngx_pool_cleanup_t        *cln;
+    ngx_http_llm_job_t        *job;
+    ngx_http_llm_worker_t     *w = &ngx_http_llm_worker;
+    ngx_http_llm_loc_conf_t   *llcf;
+    ngx_http_llm_main_conf_t  *lmcf;
+
+    cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (cln == NULL) {
+        return NULL;
+    }
+
+    /* the thread logs allocation failures to the cycle's log, as the
+     * thread pool's own messages */
+    pool = ngx_create_pool(NGX_HTTP_LLM_JOB_POOL_SIZE, ngx_cycle->log);
+    if (pool == NULL) {
+        return NULL;
+    }
+
+    cln->handler = ngx_http_llm_job_destroy;
+    cln->data = pool;
+
+    job = ngx_pcalloc(pool, sizeof(ngx_http_llm_job_t));
+    if (job == NULL) {
+        return NULL;
+    }
+
+    if (ngx_array_init(&job->prompts, pool, 1, sizeof(ngx_http_llm_prompt_t))
+        != NGX_OK)
+    {
+        return NULL;
+    }
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_module);
+
+    job->pool = pool;
+    job->body = r->request_body ? r->request_body->bufs : NULL;
+    job->route = route;
+    job->served_model_name = lmcf->served_model_name;
+    job->model = w->model;
+    job->max_model_len = w->max_model_len;
+    job->force_include_usage = llcf->force_include_usage;
+    llm_sampling_params_init(&job->sp, w->model);
+
+    return job;
+}
+
+
+static void
+ngx_http_llm_job_destroy(void *data)
+{
+    ngx_pool_t  *pool = data;
+
+    ngx_destroy_pool(pool);
+}
 
 
 void
@@ -51,72 +129,44 @@ ngx_http_llm_job_error(ngx_http_llm_job_t *job, ngx_uint_t status,
 
 
 void
-ngx_http_llm_job_free(void *data)
+ngx_http_llm_job_nomem(ngx_http_llm_job_t *job)
 {
-    ngx_http_llm_job_t  *job = data;
-
-    ngx_uint_t  i;
-
-    if (job->prompts) {
-        for (i = 0; i < job->n_prompts; i++) {
-            free(job->prompts[i].ids);
-            free(job->prompts[i].echo);
-        }
-
-        free(job->prompts);
-    }
-
-    if (job->stop) {
-        for (i = 0; i < (ngx_uint_t) job->sp.n_stop; i++) {
-            free(job->stop[i]);
-        }
-
-        free(job->stop);
-    }
-
-    free(job->stop_ids);
-    free(job->allowed_ids);
-    free(job->cache_salt);
-
-    if (job->bad_words) {
-        for (i = 0; i < (ngx_uint_t) job->sp.n_bad_words; i++) {
-            free(job->bad_words[i]);
-        }
-
-        free(job->bad_words);
-    }
-    free(job->bias_ids);
-    free(job->bias_values);
-    free(job->text);
-
-    if (job->responses) {
-        ngx_http_llm_responses_free(job->responses);
-    }
+    ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
+                           "out of memory");
 }
 
 
-/*
- * Adds a prompt of n token ids (malloc()ed; the job owns them from now
- * on, also when this fails) and returns it, or NULL with the error set.
- */
+/* a NUL-terminated copy in the job's pool */
 
-ngx_http_llm_prompt_t *
+ngx_int_t
+ngx_http_llm_job_copy(ngx_http_llm_job_t *job, const char *s, size_t len,
+    ngx_str_t *out)
+{
+    out->data = ngx_pnalloc(job->pool, len + 1);
+    if (out->data == NULL) {
+        ngx_http_llm_job_nomem(job);
+        return NGX_ERROR;
+    }
+
+    ngx_memcpy(out->data, s, len);
+    out->data[len] = '\0';
+    out->len = len;
+
+    return NGX_OK;
+}
+
+
+static ngx_http_llm_prompt_t *
 ngx_http_llm_job_add_prompt(ngx_http_llm_job_t *job, int32_t *ids, int n)
 {
     ngx_http_llm_prompt_t  *p;
 
-    p = realloc(job->prompts,
-                (job->n_prompts + 1) * sizeof(ngx_http_llm_prompt_t));
+    p = ngx_array_push(&job->prompts);
     if (p == NULL) {
-        free(ids);
-        ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                               "out of memory");
+        ngx_http_llm_job_nomem(job);
         return NULL;
     }
 
-    job->prompts = p;
-
-    p = &job->prompts[job->n_prompts++];
     ngx_memzero(p, sizeof(ngx_http_llm_prompt_t));
     p->ids = ids;
     p->n = n;
@@ -125,22 +175,189 @@ ngx_http_llm_job_add_prompt(ngx_http_llm_job_t *job, int32_t *ids, int n)
 }
 
 
-/* the fields every endpoint reads first (/tokenize: only "model") */
+/*
+ * A prompt of text: tokenized (add_special: with the tokenizer's special
+ * tokens, BOS), added to the job's prompts.  NULL with the error set,
+ * which names param.
+ */
+
+ngx_http_llm_prompt_t *
+ngx_http_llm_job_tokenize(ngx_http_llm_job_t *job, const char *text,
+    size_t len, ngx_uint_t add_special, const char *param)
+{
+    int        n;
+    char       err[LLM_ERR_LEN];
+    int32_t   *ids, *copy;
+
+    err[0] = '\0';
+    n = llm_tokenizer_encode(llm_model_tokenizer(job->model), text, len,
+                             (int) add_special, &ids, err);
+    if (n < 0) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, param, "%s",
+                               err[0] ? err : "tokenizing the prompt failed");
+        return NULL;
+    }
+
+    copy = ngx_palloc(job->pool, n * sizeof(int32_t));
+    if (copy == NULL) {
+        free(ids);
+        ngx_http_llm_job_nomem(job);
+        return NULL;
+    }
+
+    ngx_memcpy(copy, ids, n * sizeof(int32_t));
+    free(ids);
+
+    return ngx_http_llm_job_add_prompt(job, copy, n);
+}
+
+
+/*
+ * A prompt of token ids (a completions prompt, /detokenize's tokens),
+ * added to the job's prompts.  Errors name param, and an id as name[i].
+ */
+
+ngx_http_llm_prompt_t *
+ngx_http_llm_job_token_ids(ngx_http_llm_job_t *job, yajl_val list,
+    const char *param, const char *name)
+{
+    int        vocab;
+    size_t     i, n;
+    int32_t   *ids;
+    yajl_val   v;
+
+    n = list->u.array.len;
+    vocab = llm_model_vocab_size(job->model);
+
+    ids = ngx_palloc(job->pool, n * sizeof(int32_t));
+    if (ids == NULL) {
+        ngx_http_llm_job_nomem(job);
+        return NULL;
+    }
+
+    for (i = 0; i < n; i++) {
+        v = list->u.array.values[i];
+
+        if (!YAJL_IS_INTEGER(v)) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, param,
+                                   "%s[%uz] must be a token id, got %s",
+                                   name, i, ngx_http_llm_json_type(v));
+            return NULL;
+        }
+
+        if (YAJL_GET_INTEGER(v) < 0 || YAJL_GET_INTEGER(v) >= vocab) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, param,
+                                   "Token id %L is out of vocabulary "
+                                   "(size %d)", YAJL_GET_INTEGER(v), vocab);
+            return NULL;
+        }
+
+        ids[i] = (int32_t) YAJL_GET_INTEGER(v);
+    }
+
+    return ngx_http_llm_job_add_prompt(job, ids, (int) n);
+}
+
+
+/* the text of token ids (HF decode), a copy in the job's pool */
+
+ngx_int_t
+ngx_http_llm_job_decode(ngx_http_llm_job_t *job, const int32_t *ids,
+    size_t n, ngx_uint_t skip_special, ngx_str_t *text)
+{
+    char       *s;
+    size_t      len;
+    ngx_int_t   rc;
+
+    s = llm_tokenizer_decode(llm_model_tokenizer(job->model), ids, n,
+                             (int) skip_special, &len);
+    if (s == NULL) {
+        ngx_http_llm_job_nomem(job);
+        return NGX_ERROR;
+    }
+
+    rc = ngx_http_llm_job_copy(job, s, len, text);
+    free(s);
+
+    return rc;
+}
+
+
+/*
+ * A list of strings (stop, bad_words, include), each a copy in the job's
+ * pool; with bare a string alone is a list of one.  ABSENT for a missing
+ * key or null, INVALID with the error set.
+ */
+
+ngx_int_t
+ngx_http_llm_job_strings(ngx_http_llm_job_t *job, yajl_val root,
+    const char *key, ngx_uint_t bare, ngx_array_t **list)
+{
+    size_t       i, n;
+    yajl_val     v, e;
+    ngx_str_t    s;
+    const char  *want, **p;
+
+    v = llm_json_get(root, key);
+
+    if (v == NULL || YAJL_IS_NULL(v)) {
+        return NGX_HTTP_LLM_FIELD_ABSENT;
+    }
+
+    want = bare ? "a string or a list of strings" : "a list of strings";
+
+    if (YAJL_IS_ARRAY(v)) {
+        n = v->u.array.len;
+
+    } else if (bare && YAJL_IS_STRING(v)) {
+        n = 1;
+
+    } else {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, key,
+                               "`%s` must be %s, got %s", key, want,
+                               ngx_http_llm_json_type(v));
+        return NGX_HTTP_LLM_FIELD_INVALID;
+    }
+
+    *list = ngx_array_create(job->pool, ngx_max(n, 1), sizeof(char *));
+    if (*list == NULL) {
+        ngx_http_llm_job_nomem(job);
+        return NGX_HTTP_LLM_FIELD_INVALID;
+    }
+
+    p = ngx_array_push_n(*list, n);     /* within its size: no allocation */
+
+    for (i = 0; i < n; i++) {
+        e = YAJL_IS_ARRAY(v) ? v->u.array.values[i] : v;
+
+        if (!YAJL_IS_STRING(e)) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, key,
+                                   "`%s` must be %s, got %s in the list",
+                                   key, want, ngx_http_llm_json_type(e));
+            return NGX_HTTP_LLM_FIELD_INVALID;
+        }
+
+        if (ngx_http_llm_job_copy(job, e->u.string, ngx_strlen(e->u.string),
+                                  &s)
+            != NGX_OK)
+        {
+            return NGX_HTTP_LLM_FIELD_INVALID;
+        }
+
+        p[i] = (const char *) s.data;
+    }
+
+    return NGX_HTTP_LLM_FIELD_PRESENT;
+}
+
+
+/* the fields every generating endpoint reads first */
 
 ngx_int_t
 ngx_http_llm_job_request(ngx_http_llm_job_t *job, yajl_val root)
 {
-    if (ngx_http_llm_parse_model(job, root) != NGX_OK) {
-        return NGX_ERROR;
-    }
-
-    if (job->route == NGX_HTTP_LLM_ROUTE_TOKENIZE
-        || job->route == NGX_HTTP_LLM_ROUTE_DETOKENIZE)
-    {
-        return NGX_OK;
-    }
-
-    if (ngx_http_llm_parse_stream(job, root) != NGX_OK
+    if (ngx_http_llm_job_model(job, root) != NGX_OK
+        || ngx_http_llm_parse_stream(job, root) != NGX_OK
         || ngx_http_llm_parse_unsupported(job, root) != NGX_OK)
     {
         return NGX_ERROR;
@@ -150,12 +367,14 @@ ngx_http_llm_job_request(ngx_http_llm_job_t *job, yajl_val root)
 }
 
 
-static ngx_int_t
-ngx_http_llm_parse_model(ngx_http_llm_job_t *job, yajl_val root)
+/* "model": the served model's name, or absent (also for /tokenize) */
+
+ngx_int_t
+ngx_http_llm_job_model(ngx_http_llm_job_t *job, yajl_val root)
 {
     yajl_val  v;
 
-    v = ngx_http_llm_json_get(root, "model");
+    v = llm_json_get(root, "model");
 
     if (v == NULL || YAJL_IS_NULL(v)) {
         return NGX_OK;          /* vLLM serves the default model */
@@ -197,11 +416,11 @@ ngx_http_llm_parse_stream(ngx_http_llm_job_t *job, yajl_val root)
 
     job->stream = (rc == NGX_HTTP_LLM_FIELD_PRESENT && stream);
 
-    if (job->route == NGX_HTTP_LLM_ROUTE_RESPONSES) {
-        return NGX_OK;      /* no stream_options: usage is in the events */
+    if (!job->params->stream_options) {
+        return NGX_OK;      /* /responses: usage is in the events */
     }
 
-    opts = ngx_http_llm_json_get(root, "stream_options");
+    opts = llm_json_get(root, "stream_options");
 
     /* vLLM tests the options' truth: null, and {} without a stream, pass */
 
@@ -282,8 +501,8 @@ ngx_http_llm_parse_unsupported(ngx_http_llm_job_t *job, yajl_val root)
 
     /* chat and completions compute them (ngx_http_llm_params.c) */
 
-    v = ngx_http_llm_json_get(root, "prompt_logprobs");
-    if (v && !YAJL_IS_NULL(v) && job->route == NGX_HTTP_LLM_ROUTE_RESPONSES) {
+    v = llm_json_get(root, "prompt_logprobs");
+    if (v && !YAJL_IS_NULL(v) && !job->params->prompt_logprobs) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt_logprobs",
                                "`prompt_logprobs` are not supported by "
                                "/v1/responses: use /v1/completions or "
@@ -291,7 +510,7 @@ ngx_http_llm_parse_unsupported(ngx_http_llm_job_t *job, yajl_val root)
         return NGX_ERROR;
     }
 
-    v = ngx_http_llm_json_get(root, "response_format");
+    v = llm_json_get(root, "response_format");
 
     if (v && !YAJL_IS_NULL(v)) {
         return ngx_http_llm_job_format(job, v, "response_format");
@@ -313,7 +532,7 @@ ngx_http_llm_job_format(ngx_http_llm_job_t *job, yajl_val format,
 {
     yajl_val  type;
 
-    type = ngx_http_llm_json_get(format, "type");
+    type = llm_json_get(format, "type");
 
     if (type && YAJL_IS_STRING(type)) {
         if (ngx_strcmp(type->u.string, "text") == 0) {
@@ -342,7 +561,7 @@ ngx_http_llm_job_double(ngx_http_llm_job_t *job, yajl_val root,
 {
     yajl_val  v;
 
-    v = ngx_http_llm_json_get(root, key);
+    v = llm_json_get(root, key);
 
     if (v == NULL || YAJL_IS_NULL(v)) {
         return NGX_HTTP_LLM_FIELD_ABSENT;
@@ -368,7 +587,7 @@ ngx_http_llm_job_int(ngx_http_llm_job_t *job, yajl_val root,
     double    d;
     yajl_val  v;
 
-    v = ngx_http_llm_json_get(root, key);
+    v = llm_json_get(root, key);
 
     if (v == NULL || YAJL_IS_NULL(v)) {
         return NGX_HTTP_LLM_FIELD_ABSENT;
@@ -405,7 +624,7 @@ ngx_http_llm_job_bool(ngx_http_llm_job_t *job, yajl_val root,
 {
     yajl_val  v;
 
-    v = ngx_http_llm_json_get(root, key);
+    v = llm_json_get(root, key);
 
     if (v == NULL || YAJL_IS_NULL(v)) {
         return NGX_HTTP_LLM_FIELD_ABSENT;

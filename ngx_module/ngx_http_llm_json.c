@@ -1,6 +1,6 @@
 
 /*
- * ngx_http_llm_json.c -- JSON writer and yajl tree lookups.
+ * ngx_http_llm_json.c -- JSON writer and yajl tree helpers.
  */
 
 
@@ -8,9 +8,7 @@
 #include <ngx_core.h>
 
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include <llm.h>
 
 #include "ngx_http_llm_json.h"
 
@@ -162,139 +160,19 @@ ngx_http_llm_json_int(ngx_http_llm_json_t *j, int64_t v)
 }
 
 
+/* Python's repr() of a float; non-finite values have no JSON form: null */
+
 void
 ngx_http_llm_json_double(ngx_http_llm_json_t *j, double v)
 {
-    if (ngx_http_llm_json_grow(j, NGX_HTTP_LLM_DTOA_LEN)) {
-        j->pos += ngx_http_llm_dtoa(j->pos, v);
-    }
-}
-
-
-/*
- * Python's repr(float): the shortest digit string that reads back to the
- * same double, written in fixed notation when the decimal exponent is in
- * [-4, 16) ("0.0001", "1234.5", "3.0") and as "1e-05" / "1e+16" otherwise.
- * Non-finite values have no JSON form and become null.
- */
-
-size_t
-ngx_http_llm_dtoa(u_char *buf, double v)
-{
-    int      prec, lo, hi, exp, ndig, i;
-    char     tmp[40], digits[20], *p, *e;
-    u_char  *b;
-
     if (!isfinite(v)) {
-        return ngx_cpymem(buf, "null", 4) - buf;
+        ngx_http_llm_json_lit(j, "null");
+        return;
     }
 
-    /*
-     * The shortest precision that reads back the same.  Reading back is
-     * monotonic in the precision (17 digits always do), and measured times
-     * mostly need 15 to 17 digits: try 15 first, then 16, else 17; only
-     * values that fit in 15 digits search below, by bisection.
-     */
-
-    lo = 1;
-    hi = 17;
-    prec = 15;
-
-    while (lo < hi) {
-        snprintf(tmp, sizeof(tmp), "%.*e", prec - 1, v);
-
-        if (strtod(tmp, NULL) == v) {
-            hi = prec;
-
-        } else {
-            lo = prec + 1;
-        }
-
-        prec = (lo >= 15) ? lo : (lo + hi) / 2;
+    if (ngx_http_llm_json_grow(j, NGX_HTTP_LLM_FLOAT_LEN)) {
+        j->pos += ngx_strlen(llm_pyfloat((char *) j->pos, v));
     }
-
-    snprintf(tmp, sizeof(tmp), "%.*e", lo - 1, v);
-
-    /* tmp is "-d.ddde+XX": split it into sign, digits and exponent */
-    b = buf;
-    p = tmp;
-
-    if (*p == '-') {
-        *b++ = '-';
-        p++;
-    }
-
-    e = strchr(p, 'e');
-    exp = atoi(e + 1);
-
-    ndig = 0;
-    for ( /* void */ ; p < e; p++) {
-        if (*p != '.') {
-            digits[ndig++] = *p;
-        }
-    }
-
-    while (ndig > 1 && digits[ndig - 1] == '0') {
-        ndig--;
-    }
-
-    if (exp < -4 || exp >= 16) {
-        *b++ = (u_char) digits[0];
-
-        if (ndig > 1) {
-            *b++ = '.';
-            b = ngx_cpymem(b, digits + 1, ndig - 1);
-        }
-
-        return ngx_sprintf(b, "e%c%02d", exp < 0 ? '-' : '+',
-                           exp < 0 ? -exp : exp) - buf;
-    }
-
-    if (exp < 0) {
-        *b++ = '0';
-        *b++ = '.';
-
-        for (i = -1; i > exp; i--) {
-            *b++ = '0';
-        }
-
-        return ngx_cpymem(b, digits, ndig) - buf;
-    }
-
-    for (i = 0; i <= exp; i++) {
-        *b++ = (u_char) (i < ndig ? digits[i] : '0');
-    }
-
-    *b++ = '.';
-
-    if (ndig > exp + 1) {
-        b = ngx_cpymem(b, digits + exp + 1, ndig - exp - 1);
-
-    } else {
-        *b++ = '0';
-    }
-
-    return b - buf;
-}
-
-
-yajl_val
-ngx_http_llm_json_get(yajl_val obj, const char *key)
-{
-    size_t  i;
-
-    if (obj == NULL || !YAJL_IS_OBJECT(obj)) {
-        return NULL;
-    }
-
-    /* the last duplicate wins, as in Python's json */
-    for (i = obj->u.object.len; i > 0; i--) {
-        if (ngx_strcmp(obj->u.object.keys[i - 1], key) == 0) {
-            return obj->u.object.values[i - 1];
-        }
-    }
-
-    return NULL;
 }
 
 
@@ -335,8 +213,8 @@ ngx_http_llm_json_part_text(yajl_val part, const char **types,
         return bare_strings ? part->u.string : NULL;
     }
 
-    type = ngx_http_llm_json_get(part, "type");
-    text = ngx_http_llm_json_get(part, "text");
+    type = llm_json_get(part, "type");
+    text = llm_json_get(part, "text");
 
     if (!YAJL_IS_STRING(type) || !YAJL_IS_STRING(text)) {
         return NULL;
@@ -354,9 +232,9 @@ ngx_http_llm_json_part_text(yajl_val part, const char **types,
 
 ngx_int_t
 ngx_http_llm_json_join_text(yajl_val parts, const char **types,
-    ngx_uint_t bare_strings, char **text, size_t *len, size_t *bad)
+    ngx_uint_t bare_strings, ngx_pool_t *pool, ngx_str_t *text, size_t *bad)
 {
-    char        *p;
+    u_char      *p;
     size_t       i, n;
     const char  *t;
 
@@ -373,12 +251,12 @@ ngx_http_llm_json_join_text(yajl_val parts, const char **types,
         n += ngx_strlen(t) + 1;
     }
 
-    *text = malloc(n + 1);
-    if (*text == NULL) {
+    text->data = ngx_pnalloc(pool, n + 1);
+    if (text->data == NULL) {
         return NGX_ERROR;
     }
 
-    p = *text;
+    p = text->data;
 
     for (i = 0; i < parts->u.array.len; i++) {
         t = ngx_http_llm_json_part_text(parts->u.array.values[i], types,
@@ -387,25 +265,29 @@ ngx_http_llm_json_join_text(yajl_val parts, const char **types,
             *p++ = '\n';
         }
 
-        p = (char *) ngx_cpymem(p, t, ngx_strlen(t));
+        p = ngx_cpymem(p, t, ngx_strlen(t));
     }
 
     *p = '\0';
-    *len = p - *text;
+    text->len = p - text->data;
 
     return NGX_OK;
 }
 
 
-static yajl_val
-ngx_http_llm_json_find(yajl_val obj, const char *key, size_t *index)
-{
-    size_t  k;
+/* where llm_json_get(obj, key) is in obj: its value can be replaced */
 
-    for (k = 0; k < obj->u.object.len; k++) {
-        if (ngx_strcmp(obj->u.object.keys[k], key) == 0) {
-            *index = k;
-            return obj->u.object.values[k];
+yajl_val *
+ngx_http_llm_json_slot(yajl_val obj, const char *key)
+{
+    size_t    k;
+    yajl_val  v;
+
+    v = llm_json_get(obj, key);
+
+    for (k = 0; v != NULL && k < obj->u.object.len; k++) {
+        if (obj->u.object.values[k] == v) {
+            return &obj->u.object.values[k];
         }
     }
 
@@ -417,13 +299,12 @@ ngx_int_t
 ngx_http_llm_json_order(yajl_val obj, const char **keys,
     const char **defaults)
 {
-    u_char       *taken;
+    u_char       *drop;
     size_t        i, k, n, len, nkeys;
-    yajl_val      v, *values, added[8];
+    yajl_val      v, *values, found[8], added[8];
     const char  **names, *added_names[8];
 
     len = obj->u.object.len;
-    k = 0;
 
     /* the nodes for missing keys first: on failure obj is untouched */
 
@@ -432,8 +313,9 @@ ngx_http_llm_json_order(yajl_val obj, const char **keys,
     for (nkeys = 0; keys[nkeys] && nkeys < 8; nkeys++) {
         added[nkeys] = NULL;
         added_names[nkeys] = NULL;
+        found[nkeys] = llm_json_get(obj, keys[nkeys]);
 
-        if (ngx_http_llm_json_find(obj, keys[nkeys], &k)) {
+        if (found[nkeys]) {
             continue;
         }
 
@@ -464,13 +346,24 @@ ngx_http_llm_json_order(yajl_val obj, const char **keys,
 
     names = malloc((len + n) * sizeof(char *));
     values = malloc((len + n) * sizeof(yajl_val));
-    taken = calloc(len ? len : 1, 1);
+    drop = calloc(len ? len : 1, 1);
 
-    if (names == NULL || values == NULL || taken == NULL) {
+    if (names == NULL || values == NULL || drop == NULL) {
         free((void *) names);
         free(values);
-        free(taken);
+        free(drop);
         goto failed;
+    }
+
+    /* every member of a moved key leaves its place: the one that counts
+     * goes to the front, earlier duplicates go away */
+
+    for (k = 0; k < len; k++) {
+        for (i = 0; i < nkeys; i++) {
+            if (ngx_strcmp(obj->u.object.keys[k], keys[i]) == 0) {
+                drop[k] = 1;
+            }
+        }
     }
 
     n = 0;
@@ -482,19 +375,27 @@ ngx_http_llm_json_order(yajl_val obj, const char **keys,
             continue;
         }
 
-        values[n] = ngx_http_llm_json_find(obj, keys[i], &k);
-        names[n++] = obj->u.object.keys[k];
-        taken[k] = 1;
+        for (k = 0; obj->u.object.values[k] != found[i]; k++) {
+            /* void */
+        }
+
+        names[n] = obj->u.object.keys[k];
+        values[n++] = found[i];
+        drop[k] = 2;
     }
 
     for (k = 0; k < len; k++) {
-        if (!taken[k]) {
+        if (drop[k] == 0) {
             names[n] = obj->u.object.keys[k];
             values[n++] = obj->u.object.values[k];
+
+        } else if (drop[k] == 1) {
+            free((void *) obj->u.object.keys[k]);
+            yajl_tree_free(obj->u.object.values[k]);
         }
     }
 
-    free(taken);
+    free(drop);
     free((void *) obj->u.object.keys);
     free(obj->u.object.values);
 

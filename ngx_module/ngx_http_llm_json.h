@@ -1,13 +1,14 @@
 
 /*
  * ngx_http_llm_json.h -- a small JSON writer over a growing pool buffer, and
- * lookups in yajl trees.
+ * helpers for yajl trees.
  *
  * The writer produces what Python's json.dumps(..., separators=(",", ":"),
  * ensure_ascii=False) and pydantic produce, so bodies match vLLM's byte for
- * byte where the values do: compact, raw UTF-8, floats in their shortest
- * round-trip form with ".0" on integral values.  Calls after an allocation
- * failure do nothing; check j->failed once at the end.
+ * byte where the values do: compact, raw UTF-8, floats as Python's repr()
+ * writes them (llm_pyfloat()).  Calls after an allocation failure do
+ * nothing; check j->failed once at the end.  Lookups in the trees are
+ * llm_json_get()'s (llm.h): a key given twice counts with its last value.
  */
 
 
@@ -21,7 +22,8 @@
 #include <yajl/yajl_tree.h>
 
 
-#define NGX_HTTP_LLM_DTOA_LEN  32
+/* room for a float: llm_pyfloat()'s buffer */
+#define NGX_HTTP_LLM_FLOAT_LEN  32
 
 
 typedef struct {
@@ -47,28 +49,25 @@ void ngx_http_llm_json_double(ngx_http_llm_json_t *j, double v);
 #define ngx_http_llm_json_cstr(j, s)                                         \
     ngx_http_llm_json_str(j, (const u_char *) (s), ngx_strlen(s))
 
-/* a quoted key and the colon: ngx_http_llm_json_key(j, "id") */
-#define ngx_http_llm_json_key(j, k)                                          \
-    ngx_http_llm_json_raw(j, "\"" k "\":", sizeof(k) + 2)
-
-/* Python repr() of a float, shortest form that reads back the same */
-size_t ngx_http_llm_dtoa(u_char *buf, double v);
-
-/* object member lookup in a yajl tree; NULL when absent or not an object */
-yajl_val ngx_http_llm_json_get(yajl_val obj, const char *key);
+/* the JSON type of a value, for messages: "a string", "null" ... */
 const char *ngx_http_llm_json_type(yajl_val v);
 
-/* the "text" of content parts joined with "\n", malloc'ed and NUL-terminated
+/* where llm_json_get(obj, key)'s value is in obj, or NULL */
+yajl_val *ngx_http_llm_json_slot(yajl_val obj, const char *key);
+
+/* the "text" of content parts joined with "\n", NUL-terminated in the pool
  * (vLLM's flattening for templates that expect string content); a part is an
  * object of one of the NULL-terminated types with a string "text", or with
  * bare_strings a plain string; NGX_DECLINED names the first other part in
  * *bad, NGX_ERROR is out of memory */
 ngx_int_t ngx_http_llm_json_join_text(yajl_val parts, const char **types,
-    ngx_uint_t bare_strings, char **text, size_t *len, size_t *bad);
+    ngx_uint_t bare_strings, ngx_pool_t *pool, ngx_str_t *text, size_t *bad);
 
-/* moves keys[] to the front of obj, in order; a missing key is added with
- * the string defaults[i], or null when that is NULL (malloc: yajl's own
- * allocator, so yajl_tree_free() releases what is added) */
+/* moves keys[] to the front of obj, in order, each once with the value
+ * llm_json_get() finds (earlier duplicates go, as from a Python dict); a
+ * missing key is added with the string defaults[i], or null when that is
+ * NULL (malloc: yajl's own allocator, so yajl_tree_free() releases what is
+ * added) */
 ngx_int_t ngx_http_llm_json_order(yajl_val obj, const char **keys,
     const char **defaults);
 

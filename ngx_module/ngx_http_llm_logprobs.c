@@ -18,6 +18,8 @@ static void ngx_http_llm_token_bytes(ngx_http_llm_json_t *j, ngx_str_t *s);
 static size_t ngx_http_llm_utf8_chars(ngx_str_t *s);
 static void ngx_http_llm_top_dict(ngx_http_llm_json_t *j, ngx_pool_t *pool,
     llm_token_logprob *lp, int n_top);
+static int32_t ngx_http_llm_token_at(ngx_http_llm_seq_t *seq,
+    ngx_uint_t n_echo, ngx_uint_t i);
 static llm_token_logprob *ngx_http_llm_lp_at(ngx_http_llm_seq_t *seq,
     ngx_uint_t n_echo, ngx_uint_t i);
 
@@ -55,8 +57,8 @@ ngx_http_llm_logprobs_list(ngx_http_llm_json_t *j, ngx_http_llm_seq_t *seq,
 
     ngx_http_llm_json_lit(j, "[");
 
-    for (i = from; i < seq->n_lp; i++) {
-        lp = &seq->lp[i];
+    for (i = from; i < seq->lp.nelts; i++) {
+        lp = (llm_token_logprob *) seq->lp.elts + i;
 
         if (i > from) {
             ngx_http_llm_json_lit(j, ",");
@@ -120,7 +122,6 @@ ngx_http_llm_logprobs_completions(ngx_http_llm_json_t *j,
     ngx_http_llm_seq_t *seq, ngx_uint_t echo)
 {
     size_t              offset;
-    int32_t            *ids;
     ngx_str_t           s;
     ngx_uint_t          i, n, n_echo;
     ngx_pool_t         *pool;
@@ -129,8 +130,7 @@ ngx_http_llm_logprobs_completions(ngx_http_llm_json_t *j,
     pool = seq->ctx->request->pool;
 
     n_echo = echo ? (ngx_uint_t) seq->prompt->n : 0;
-    n = n_echo + (seq->ctx->job->echo_only ? 0 : seq->n_lp);
-    ids = seq->prompt->ids;
+    n = n_echo + (seq->ctx->job->echo_only ? 0 : seq->lp.nelts);
 
     ngx_http_llm_json_lit(j, "{\"text_offset\":[");
 
@@ -143,8 +143,8 @@ ngx_http_llm_logprobs_completions(ngx_http_llm_json_t *j,
 
         ngx_http_llm_json_int(j, offset);
 
-        s = ngx_http_llm_token_str(pool, i < n_echo ? ids[i]
-                                                    : seq->lp[i - n_echo].id);
+        s = ngx_http_llm_token_str(pool,
+                                   ngx_http_llm_token_at(seq, n_echo, i));
         offset += ngx_http_llm_utf8_chars(&s);
     }
 
@@ -174,8 +174,8 @@ ngx_http_llm_logprobs_completions(ngx_http_llm_json_t *j,
             ngx_http_llm_json_lit(j, ",");
         }
 
-        s = ngx_http_llm_token_str(pool, i < n_echo ? ids[i]
-                                                    : seq->lp[i - n_echo].id);
+        s = ngx_http_llm_token_str(pool,
+                                   ngx_http_llm_token_at(seq, n_echo, i));
         ngx_http_llm_json_str(j, s.data, s.len);
     }
 
@@ -202,11 +202,23 @@ ngx_http_llm_logprobs_completions(ngx_http_llm_json_t *j,
 
 /* entry i of the echoed prompt's n_echo tokens and then the output's */
 
+static int32_t
+ngx_http_llm_token_at(ngx_http_llm_seq_t *seq, ngx_uint_t n_echo,
+    ngx_uint_t i)
+{
+    llm_token_logprob  *lp;
+
+    lp = seq->lp.elts;
+
+    return (i < n_echo) ? seq->prompt->ids[i] : lp[i - n_echo].id;
+}
+
+
 static llm_token_logprob *
 ngx_http_llm_lp_at(ngx_http_llm_seq_t *seq, ngx_uint_t n_echo, ngx_uint_t i)
 {
     if (i >= n_echo) {
-        return &seq->lp[i - n_echo];
+        return (llm_token_logprob *) seq->lp.elts + i - n_echo;
     }
 
     /* the first prompt token has none */
@@ -364,7 +376,7 @@ ngx_http_llm_stop_reason(ngx_http_llm_json_t *j, ngx_http_llm_seq_t *seq)
 
     if (seq->finish == LLM_FINISH_STOP && seq->stop_token >= 0) {
         for (i = 0; i < job->sp.n_stop_token_ids; i++) {
-            if (job->stop_ids[i] == seq->stop_token) {
+            if (job->sp.stop_token_ids[i] == seq->stop_token) {
                 ngx_http_llm_json_int(j, seq->stop_token);
                 return;
             }

@@ -8,16 +8,26 @@
 #include "ngx_http_llm_module.h"
 
 
+static ngx_int_t ngx_http_llm_models_send(ngx_http_request_t *r,
+    ngx_uint_t list);
 static void ngx_http_llm_model_card(ngx_http_request_t *r,
     ngx_http_llm_json_t *j);
 
 
 ngx_int_t
-ngx_http_llm_models_handler(ngx_http_request_t *r, ngx_http_llm_route_e route)
+ngx_http_llm_models_list(ngx_http_request_t *r, ngx_str_t *id)
 {
-    u_char                    *p, *last;
-    ngx_str_t                  id;
-    ngx_http_llm_json_t        j;
+    if (ngx_http_llm_worker.engine == NULL) {
+        return ngx_http_llm_engine_unavailable(r);
+    }
+
+    return ngx_http_llm_models_send(r, 1);
+}
+
+
+ngx_int_t
+ngx_http_llm_models_card(ngx_http_request_t *r, ngx_str_t *id)
+{
     ngx_http_llm_main_conf_t  *lmcf;
 
     if (ngx_http_llm_worker.engine == NULL) {
@@ -26,31 +36,34 @@ ngx_http_llm_models_handler(ngx_http_request_t *r, ngx_http_llm_route_e route)
 
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_module);
 
+    if (id->len != lmcf->served_model_name.len
+        || ngx_strncmp(id->data, lmcf->served_model_name.data, id->len) != 0)
+    {
+        return ngx_http_llm_send_error(r, NGX_HTTP_NOT_FOUND,
+                                       "NotFoundError", "model",
+                                       "The model `%V` does not exist.", id);
+    }
+
+    return ngx_http_llm_models_send(r, 0);
+}
+
+
+/* the model list, or the model's card alone */
+
+static ngx_int_t
+ngx_http_llm_models_send(ngx_http_request_t *r, ngx_uint_t list)
+{
+    ngx_http_llm_json_t  j;
+
     ngx_http_llm_json_init(&j, r->pool, 1024);
 
-    if (route == NGX_HTTP_LLM_ROUTE_MODEL) {
-        last = r->uri.data + r->uri.len;
-        p = ngx_strlcasestrn(r->uri.data, last, (u_char *) "/models/", 8 - 1);
-
-        id.data = p + 8;
-        id.len = last - id.data;
-
-        if (id.len != lmcf->served_model_name.len
-            || ngx_strncmp(id.data, lmcf->served_model_name.data, id.len)
-               != 0)
-        {
-            return ngx_http_llm_send_error(r, NGX_HTTP_NOT_FOUND,
-                                           "NotFoundError", "model",
-                                           "The model `%V` does not exist.",
-                                           &id);
-        }
-
-        ngx_http_llm_model_card(r, &j);
-
-    } else {
+    if (list) {
         ngx_http_llm_json_lit(&j, "{\"object\":\"list\",\"data\":[");
         ngx_http_llm_model_card(r, &j);
         ngx_http_llm_json_lit(&j, "]}");
+
+    } else {
+        ngx_http_llm_model_card(r, &j);
     }
 
     return ngx_http_llm_send_json(r, NGX_HTTP_OK, &j);
@@ -60,7 +73,7 @@ ngx_http_llm_models_handler(ngx_http_request_t *r, ngx_http_llm_route_e route)
 static void
 ngx_http_llm_model_card(ngx_http_request_t *r, ngx_http_llm_json_t *j)
 {
-    ngx_uint_t                 i;
+    ngx_str_t                  perm;
     ngx_http_llm_main_conf_t  *lmcf;
 
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_module);
@@ -76,19 +89,15 @@ ngx_http_llm_model_card(ngx_http_request_t *r, ngx_http_llm_json_t *j)
     ngx_http_llm_json_str(j, lmcf->model.data, lmcf->model.len);
     ngx_http_llm_json_lit(j, ",\"parent\":null,\"max_model_len\":");
     ngx_http_llm_json_int(j, ngx_http_llm_worker.max_model_len);
-    ngx_http_llm_json_lit(j, ",\"permission\":[{\"id\":\"modelperm-");
+    ngx_http_llm_json_lit(j, ",\"permission\":[{\"id\":");
 
-    for (i = 0; i < 4; i++) {
-        if (j->failed || j->end - j->pos < 8) {
-            ngx_http_llm_json_raw(j, "00000000", 8);
-            continue;
-        }
-
-        j->pos = ngx_sprintf(j->pos, "%08xD",
-                             (uint32_t) (ngx_random() ^ (ngx_random() << 16)));
+    if (ngx_http_llm_random_id(r->pool, &perm, "modelperm-") != NGX_OK) {
+        j->failed = 1;
+        return;
     }
 
-    ngx_http_llm_json_lit(j, "\",\"object\":\"model_permission\","
+    ngx_http_llm_json_str(j, perm.data, perm.len);
+    ngx_http_llm_json_lit(j, ",\"object\":\"model_permission\","
                           "\"created\":");
     ngx_http_llm_json_int(j, ngx_time());
     ngx_http_llm_json_lit(j, ",\"allow_create_engine\":false,"

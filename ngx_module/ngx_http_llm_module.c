@@ -254,6 +254,7 @@ ngx_http_llm_create_main_conf(ngx_conf_t *cf)
      *     lmcf->thread_pool_name = { 0, NULL };
      *     lmcf->thread_pool = NULL;
      *     lmcf->used = 0;
+     *     lmcf->api = 0;
      */
 
     lmcf->threads = NGX_CONF_UNSET;
@@ -407,10 +408,6 @@ ngx_http_llm_postconfiguration(ngx_conf_t *cf)
     ngx_http_llm_main_conf_t  *lmcf;
 
     lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_llm_module);
-
-    if (ngx_http_llm_error_filter_init(cf) != NGX_OK) {
-        return NGX_ERROR;
-    }
 
     if (!lmcf->used) {
         return NGX_OK;
@@ -687,11 +684,13 @@ ngx_http_llm_handler_set(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     llcf->handler = cmd->offset;
 
     clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+    lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_llm_module);
 
     switch (llcf->handler) {
 
     case NGX_HTTP_LLM_HANDLER_API:
         clcf->handler = ngx_http_llm_api_handler;
+        lmcf->api = 1;
         break;
 
     case NGX_HTTP_LLM_HANDLER_HEALTH:
@@ -703,7 +702,6 @@ ngx_http_llm_handler_set(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         break;
     }
 
-    lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_llm_module);
     lmcf->used = 1;
 
     return NGX_CONF_OK;

@@ -8,23 +8,30 @@
  *
  * A request travels through these files, in this order:
  *
- *   ngx_http_llm_handler.c    route, method, read the body, post a task
+ *   ngx_http_llm_handler.c    find the route, check the method, read the
+ *                             body, post the parse to the thread pool
+ *   ngx_http_llm_routes.c     the table of routes: what each endpoint does
  *   ngx_http_llm_chat.c       (thread pool) parse, render template, tokenize
  *   ngx_http_llm_completions.c            (the same for /completions)
  *   ngx_http_llm_responses_input.c        (the same for /responses)
  *   ngx_http_llm_params.c     (thread pool) sampling fields -> params
- *   ngx_http_llm_engine.c     submit a sequence per prompt and sample;
+ *   ngx_http_llm_job.c        (thread pool) the job they fill
+ *   ngx_http_llm_generate.c   submit, then deliver each drain's output
+ *   ngx_http_llm_bridge.c     the engine: a request per sequence;
  *                             eventfd -> drain -> ready queue
  *   ngx_http_llm_chat.c       render chunks / the final body (and
- *                             _completions.c, _responses.c)
- *   ngx_http_llm_output.c     SSE framing, writes with backpressure
+ *                             _completions.c, _responses.c, with
+ *                             _chunk.c, _logprobs.c, _usage.c)
+ *   ngx_http_llm_sse.c        SSE framing, writes with backpressure
  *   ngx_http_llm_variables.c  $llm_* for the access log
  *
  * and beside the request path: ngx_http_llm_prometheus.c (llm_prometheus,
  * vLLM's /metrics text from one snapshot of the engine's counters),
  * ngx_http_llm_tokenize.c (/tokenize and /detokenize: the thread pool
  * answers, no engine), ngx_http_llm_store.c (finished responses kept for
- * previous_response_id and GET/DELETE .../responses/{id}).
+ * previous_response_id and GET/DELETE .../responses/{id}), and
+ * ngx_http_llm_error_filter.c (a filter module of its own: nginx's error
+ * pages as JSON in llm_api locations).
  */
 
 
@@ -58,30 +65,71 @@
 #define NGX_HTTP_LLM_MAX_SEQS               256
 
 
-typedef enum {
-    NGX_HTTP_LLM_ROUTE_NONE = 0,
-    NGX_HTTP_LLM_ROUTE_CHAT,
-    NGX_HTTP_LLM_ROUTE_COMPLETIONS,
-    NGX_HTTP_LLM_ROUTE_RESPONSES,
-    NGX_HTTP_LLM_ROUTE_RESPONSE,       /* .../responses/{id} */
-    NGX_HTTP_LLM_ROUTE_RESPONSE_CANCEL, /* .../responses/{id}/cancel */
-    NGX_HTTP_LLM_ROUTE_TOKENIZE,
-    NGX_HTTP_LLM_ROUTE_DETOKENIZE,
-    NGX_HTTP_LLM_ROUTE_MODELS,
-    NGX_HTTP_LLM_ROUTE_MODEL
-} ngx_http_llm_route_e;
-
-
-typedef struct ngx_http_llm_ctx_s  ngx_http_llm_ctx_t;
+typedef struct ngx_http_llm_ctx_s        ngx_http_llm_ctx_t;
+typedef struct ngx_http_llm_job_s        ngx_http_llm_job_t;
 typedef struct ngx_http_llm_responses_s  ngx_http_llm_responses_t;
 
 
-/* one prompt of a request (completions may carry several), malloc()ed */
+/*
+ * An endpoint of llm_api, a row of the table in ngx_http_llm_routes.c.
+ * A route without "parse" has no body: "answer" replies at once.  The
+ * others read the body and parse it in the thread pool; back on the event
+ * loop "start" answers or starts the generation, whose output "chunk"
+ * (a stream's events) and "body" (the whole response) render.
+ */
+
+typedef ngx_int_t (*ngx_http_llm_answer_pt)(ngx_http_request_t *r,
+    ngx_str_t *id);
+typedef void (*ngx_http_llm_parse_pt)(ngx_http_llm_job_t *job,
+    yajl_val root);
+typedef ngx_int_t (*ngx_http_llm_start_pt)(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx);
+typedef ngx_int_t (*ngx_http_llm_render_pt)(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_json_t *j);
+
+typedef struct {
+    ngx_str_t                   suffix;        /* how the URI ends */
+    ngx_str_t                   id_after;      /* with an id: what precedes
+                                                  it, "/models/" */
+    ngx_uint_t                  id_slashes;    /* the id may hold "/" */
+    ngx_uint_t                  methods;
+    const char                 *allow;         /* a 405's Allow header */
+    const char                 *use;           /* and its advice */
+    ngx_http_llm_answer_pt      answer;
+    ngx_http_llm_parse_pt       parse;
+    ngx_http_llm_start_pt       start;         /* NGX_DONE: it goes on */
+    ngx_http_llm_render_pt      chunk;
+    ngx_http_llm_render_pt      body;
+    const char                 *id_prefix;     /* "chatcmpl-" */
+} ngx_http_llm_route_t;
+
+
+/*
+ * What the generating endpoints' request fields differ in: each has one
+ * of these beside its parser, for ngx_http_llm_params_parse().
+ */
+typedef struct {
+    const char                 *prompt;        /* the field errors about the
+                                                  prompt name */
+    const char                 *max_tokens[2]; /* its keys: the first one
+                                                  given counts */
+    int                         max_tokens_default;  /* -1: what fits */
+    /* the endpoint's logprobs fields, ending in ngx_http_llm_params_logprobs */
+    ngx_int_t                 (*logprobs)(ngx_http_llm_job_t *job,
+                                          yajl_val root);
+    unsigned                    n:1;           /* n and best_of */
+    unsigned                    stream_options:1;
+    unsigned                    prompt_logprobs:1;
+    unsigned                    echo:1;        /* max_tokens 0 with echo:
+                                                  the prompt only */
+} ngx_http_llm_params_conf_t;
+
+
+/* one prompt of a request (completions may carry several) */
 typedef struct {
     int32_t                    *ids;
     int                         n;
-    char                       *echo;          /* completions: echoed text */
-    size_t                      echo_len;
+    ngx_str_t                   echo;          /* completions: echoed text */
 } ngx_http_llm_prompt_t;
 
 
@@ -107,11 +155,8 @@ typedef struct {
     ngx_str_t                   thread_pool_name;
     ngx_thread_pool_t          *thread_pool;
 
-    /* where "llm_model" was set, for messages about it */
-    u_char                     *model_file;
-    ngx_uint_t                  model_line;
-
     unsigned                    used:1;        /* a handler uses the engine */
+    unsigned                    api:1;         /* an llm_api location */
 } ngx_http_llm_main_conf_t;
 
 
@@ -125,14 +170,17 @@ typedef struct {
 
 /*
  * What the thread-pool task makes of a request body: everything the event
- * loop needs to submit it, or the error to answer with.  Variable-sized
- * parts are malloc()ed by the task (pools are not thread-safe) and freed by
- * a cleanup of r->pool.
+ * loop needs to submit it, or the error to answer with.  The job has a
+ * pool of its own, used by the task's thread while it runs and read by the
+ * event loop after it; it is destroyed with the request's pool, after the
+ * request let go of its engine requests (the engine copies what it keeps).
  */
-typedef struct {
+struct ngx_http_llm_job_s {
+    ngx_pool_t                 *pool;
+
     /* inputs, set on the event loop before the task is posted */
     ngx_chain_t                *body;
-    ngx_http_llm_route_e        route;
+    const ngx_http_llm_route_t *route;
     ngx_str_t                   served_model_name;
     const llm_model            *model;
     int                         max_model_len;
@@ -144,21 +192,13 @@ typedef struct {
     char                        err_param[64];
     char                        err[LLM_ERR_LEN];
 
-    /* ... or the request */
+    /* ... or the request; sp points into the pool */
+    const ngx_http_llm_params_conf_t  *params;
     llm_sampling_params         sp;
-    ngx_http_llm_prompt_t      *prompts;
-    ngx_uint_t                  n_prompts;
+    ngx_array_t                 prompts;       /* ngx_http_llm_prompt_t */
     ngx_uint_t                  n;             /* samples per prompt */
-    char                      **stop;
-    int32_t                    *stop_ids;
-    int32_t                    *allowed_ids;
-    char                       *cache_salt;
-    char                      **bad_words;
-    int32_t                    *bias_ids;
-    float                      *bias_values;
     ngx_http_llm_responses_t   *responses;     /* /responses' own fields */
-    char                       *text;          /* /detokenize: the text */
-    size_t                      text_len;
+    ngx_str_t                   text;          /* /detokenize: the text */
     int                         logprobs;      /* -1: none, else top-N */
     int                         max_tokens;    /* -1: until max_model_len */
     int                         truncate_prompt_tokens;  /* -1: none */
@@ -170,13 +210,13 @@ typedef struct {
     unsigned                    echo_requested:1;
     unsigned                    token_strs:1;  /* return_token_strs */
     unsigned                    return_token_ids:1;
-} ngx_http_llm_job_t;
+};
 
 
 /*
  * One generated sequence: a choice of chat or completions (index =
  * prompt * n + sample), the one output of /responses.  Its engine request
- * points back at it (llm_request_set_data).
+ * points back at it (llm_request_set_data).  The arrays grow in r->pool.
  */
 typedef struct {
     ngx_http_llm_ctx_t         *ctx;
@@ -185,23 +225,17 @@ typedef struct {
     ngx_http_llm_prompt_t      *prompt;
 
     /* output not yet written (stream) or all output (non-stream) */
-    u_char                     *text;
-    size_t                      text_len;
-    size_t                      text_cap;
+    ngx_array_t                 text;          /* u_char */
     size_t                      text_sent;     /* responses stream: written */
     ngx_uint_t                  lp_sent;       /* the same for lp */
     ngx_uint_t                  new_ids;       /* ids since the last chunk */
 
     /* logprob records not yet written, copied from the engine */
-    llm_token_logprob          *lp;
-    ngx_uint_t                  n_lp;
-    ngx_uint_t                  lp_cap;
+    ngx_array_t                 lp;            /* llm_token_logprob */
     size_t                      text_offset;   /* completions text_offset */
 
     /* token ids not yet written (return_token_ids), as lp */
-    int32_t                    *ids;
-    ngx_uint_t                  n_ids;
-    ngx_uint_t                  ids_cap;
+    ngx_array_t                 ids;           /* int32_t */
 
     /* prompt logprobs: prompt->n - 1 records, token i + 1 in record i */
     llm_token_logprob          *plp;
@@ -225,7 +259,7 @@ typedef struct {
 /* per-request state, from r->pool */
 struct ngx_http_llm_ctx_s {
     ngx_http_request_t         *request;
-    ngx_http_llm_route_e        route;
+    const ngx_http_llm_route_t *route;
     ngx_http_llm_job_t         *job;
     ngx_queue_t                 queue;         /* in the ready queue */
 
@@ -261,7 +295,6 @@ struct ngx_http_llm_ctx_s {
     ngx_chain_t                *free;
     ngx_chain_t                *busy;
     ngx_event_t                 guard;         /* keeps graceful exit waiting */
-    ngx_http_llm_json_t        *error_page;    /* replaces nginx's HTML page */
 
     unsigned                    stream:1;
     unsigned                    include_usage:1;
@@ -276,8 +309,6 @@ struct ngx_http_llm_ctx_s {
     unsigned                    item_started:1;   /* responses stream */
     unsigned                    failed:1;      /* out of memory on drain */
     unsigned                    done:1;        /* final output written */
-    unsigned                    error_page_sent:1;
-    unsigned                    terminated:1;  /* cleanup ran */
 };
 
 
@@ -288,7 +319,6 @@ typedef struct {
     ngx_connection_t           *notify;        /* the eventfd */
     int                         efd;
     ngx_queue_t                 ready;
-    time_t                      created;
     int                         max_model_len;
     unsigned                    loading:1;
     char                        error[LLM_ERR_LEN];
@@ -299,7 +329,7 @@ extern ngx_module_t           ngx_http_llm_module;
 extern ngx_http_llm_worker_t  ngx_http_llm_worker;
 
 
-/* ngx_http_llm_engine.c */
+/* ngx_http_llm_bridge.c */
 ngx_int_t ngx_http_llm_engine_start(ngx_cycle_t *cycle,
     ngx_http_llm_main_conf_t *lmcf);
 void ngx_http_llm_engine_stop(ngx_cycle_t *cycle);
@@ -310,8 +340,17 @@ void ngx_http_llm_engine_release(ngx_http_llm_ctx_t *ctx);
 
 /* ngx_http_llm_handler.c */
 ngx_int_t ngx_http_llm_api_handler(ngx_http_request_t *r);
+
+/* ngx_http_llm_routes.c */
+const ngx_http_llm_route_t *ngx_http_llm_route_find(ngx_http_request_t *r,
+    ngx_str_t *id);
+
+/* ngx_http_llm_generate.c */
+ngx_int_t ngx_http_llm_generate(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx);
 void ngx_http_llm_deliver(ngx_http_llm_ctx_t *ctx);
-void ngx_http_llm_seq_written(ngx_http_llm_seq_t *seq);
+
+/* ngx_http_llm_id.c */
 ngx_int_t ngx_http_llm_random_id(ngx_pool_t *pool, ngx_str_t *id,
     const char *prefix);
 
@@ -333,24 +372,27 @@ ngx_int_t ngx_http_llm_completions_chunk(ngx_http_llm_ctx_t *ctx,
 ngx_int_t ngx_http_llm_completions_body(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_json_t *j);
 
-/* ngx_http_llm_responses.c */
+/* ngx_http_llm_responses_input.c */
 void ngx_http_llm_responses_parse(ngx_http_llm_job_t *job, yajl_val root);
-ngx_int_t ngx_http_llm_responses_include(ngx_http_llm_job_t *job,
-    yajl_val root, const char *what);
-void ngx_http_llm_responses_free(ngx_http_llm_responses_t *resp);
-ngx_int_t ngx_http_llm_responses_start(ngx_http_llm_ctx_t *ctx);
+
+/* ngx_http_llm_responses.c */
+ngx_int_t ngx_http_llm_responses_start(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx);
 ngx_int_t ngx_http_llm_responses_chunk(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_json_t *j);
 ngx_int_t ngx_http_llm_responses_body(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_json_t *j);
-ngx_int_t ngx_http_llm_response_handler(ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_response_get(ngx_http_request_t *r, ngx_str_t *id);
+ngx_int_t ngx_http_llm_response_cancel(ngx_http_request_t *r,
+    ngx_str_t *id);
 
 /* ngx_http_llm_store.c: finished responses for previous_response_id
  * and GET/DELETE .../responses/{id} */
 void ngx_http_llm_store_init(ngx_uint_t entries, size_t bytes);
 ngx_int_t ngx_http_llm_store_put(ngx_str_t *id, const u_char *messages,
     size_t messages_len, const u_char *response, size_t response_len);
-char *ngx_http_llm_store_get(const char *id, size_t *len);
+ngx_int_t ngx_http_llm_store_messages(const char *id, ngx_pool_t *pool,
+    ngx_str_t *out);
 ngx_int_t ngx_http_llm_store_response(ngx_str_t *id, ngx_pool_t *pool,
     ngx_str_t *out);
 ngx_int_t ngx_http_llm_store_delete(ngx_str_t *id);
@@ -359,12 +401,18 @@ ngx_int_t ngx_http_llm_store_delete(ngx_str_t *id);
 void ngx_http_llm_tokenize_parse(ngx_http_llm_job_t *job, yajl_val root);
 ngx_int_t ngx_http_llm_tokenize_send(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx);
+void ngx_http_llm_detokenize_parse(ngx_http_llm_job_t *job, yajl_val root);
+ngx_int_t ngx_http_llm_detokenize_send(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx);
 
 /* ngx_http_llm_job.c: ABSENT for a missing key or null, INVALID = error */
 #define NGX_HTTP_LLM_FIELD_ABSENT    0
 #define NGX_HTTP_LLM_FIELD_PRESENT   1
 #define NGX_HTTP_LLM_FIELD_INVALID   -1
 
+ngx_http_llm_job_t *ngx_http_llm_job_create(ngx_http_request_t *r,
+    const ngx_http_llm_route_t *route);
+ngx_int_t ngx_http_llm_job_model(ngx_http_llm_job_t *job, yajl_val root);
 ngx_int_t ngx_http_llm_job_request(ngx_http_llm_job_t *job, yajl_val root);
 ngx_int_t ngx_http_llm_job_format(ngx_http_llm_job_t *job, yajl_val format,
     const char *param);
@@ -374,14 +422,25 @@ ngx_int_t ngx_http_llm_job_int(ngx_http_llm_job_t *job, yajl_val root,
     const char *key, int64_t *out);
 ngx_int_t ngx_http_llm_job_bool(ngx_http_llm_job_t *job, yajl_val root,
     const char *key, ngx_uint_t *out);
+ngx_int_t ngx_http_llm_job_strings(ngx_http_llm_job_t *job, yajl_val root,
+    const char *key, ngx_uint_t bare, ngx_array_t **list);
+ngx_http_llm_prompt_t *ngx_http_llm_job_token_ids(ngx_http_llm_job_t *job,
+    yajl_val list, const char *param, const char *name);
+ngx_http_llm_prompt_t *ngx_http_llm_job_tokenize(ngx_http_llm_job_t *job,
+    const char *text, size_t len, ngx_uint_t add_special, const char *param);
+ngx_int_t ngx_http_llm_job_decode(ngx_http_llm_job_t *job,
+    const int32_t *ids, size_t n, ngx_uint_t skip_special, ngx_str_t *text);
+ngx_int_t ngx_http_llm_job_copy(ngx_http_llm_job_t *job, const char *s,
+    size_t len, ngx_str_t *out);
 void ngx_http_llm_job_error(ngx_http_llm_job_t *job, ngx_uint_t status,
     const char *param, const char *fmt, ...);
-void ngx_http_llm_job_free(void *data);
-ngx_http_llm_prompt_t *ngx_http_llm_job_add_prompt(ngx_http_llm_job_t *job,
-    int32_t *ids, int n);
+void ngx_http_llm_job_nomem(ngx_http_llm_job_t *job);
 
 /* ngx_http_llm_params.c */
-ngx_int_t ngx_http_llm_params_parse(ngx_http_llm_job_t *job, yajl_val root);
+ngx_int_t ngx_http_llm_params_parse(ngx_http_llm_job_t *job, yajl_val root,
+    const ngx_http_llm_params_conf_t *pc);
+ngx_int_t ngx_http_llm_params_logprobs(ngx_http_llm_job_t *job, int64_t n,
+    const char *param);
 ngx_int_t ngx_http_llm_params_finish(ngx_http_llm_job_t *job);
 
 /* ngx_http_llm_logprobs.c */
@@ -399,26 +458,29 @@ void ngx_http_llm_token_ids(ngx_http_llm_json_t *j, ngx_http_llm_job_t *job,
     const int32_t *ids, ngx_uint_t n);
 
 /* ngx_http_llm_models.c */
-ngx_int_t ngx_http_llm_models_handler(ngx_http_request_t *r,
-    ngx_http_llm_route_e route);
+ngx_int_t ngx_http_llm_models_list(ngx_http_request_t *r, ngx_str_t *id);
+ngx_int_t ngx_http_llm_models_card(ngx_http_request_t *r, ngx_str_t *id);
 
 /* ngx_http_llm_health.c */
 ngx_int_t ngx_http_llm_get_ready(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_health_handler(ngx_http_request_t *r);
 
-/* ngx_http_llm_output.c */
+/* ngx_http_llm_sse.c */
 ngx_int_t ngx_http_llm_send_json(ngx_http_request_t *r, ngx_uint_t status,
     ngx_http_llm_json_t *j);
 ngx_int_t ngx_http_llm_send_body(ngx_http_request_t *r, ngx_uint_t status,
     ngx_str_t *type, ngx_http_llm_json_t *j);
 ngx_int_t ngx_http_llm_sse_start(ngx_http_request_t *r);
-void ngx_http_llm_chunk_head(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
-    const char *object);
-ngx_int_t ngx_http_llm_sse_tail(ngx_http_llm_json_t *j,
-    ngx_http_llm_ctx_t *ctx, const char *object);
 ngx_int_t ngx_http_llm_sse_send(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j, ngx_uint_t last);
 void ngx_http_llm_writer(ngx_http_request_t *r);
+
+/* ngx_http_llm_chunk.c: the frame of chat and completions streams */
+void ngx_http_llm_chunk_head(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
+    const char *object);
+void ngx_http_llm_chunk_written(ngx_http_llm_seq_t *seq);
+ngx_int_t ngx_http_llm_chunk_end(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx, const char *object);
 
 /* ngx_http_llm_error.c */
 ngx_int_t ngx_http_llm_send_error(ngx_http_request_t *r, ngx_uint_t status,
@@ -428,21 +490,37 @@ ngx_int_t ngx_http_llm_send_not_allowed(ngx_http_request_t *r,
 ngx_int_t ngx_http_llm_error_json(ngx_http_llm_json_t *j, ngx_uint_t status,
     const char *type, const char *param, const u_char *msg, size_t len);
 const char *ngx_http_llm_error_type(ngx_uint_t status);
-ngx_int_t ngx_http_llm_error_filter_init(ngx_conf_t *cf);
 
-/* ngx_http_llm_metrics.c */
+/* ngx_http_llm_usage.c */
 #define NGX_HTTP_LLM_USAGE_CHUNK    0     /* running usage of a chunk */
 #define NGX_HTTP_LLM_USAGE_BODY     1     /* a whole response body */
 #define NGX_HTTP_LLM_USAGE_FINAL    2     /* the final usage chunk */
 
+/* the five fields of the metrics object, in vLLM's key order */
+typedef struct {
+    ngx_str_t                   key;           /* "\"queue_time_ms\":" */
+    size_t                      has;           /* offsets in llm_metrics */
+    size_t                      value;
+} ngx_http_llm_metric_t;
+
+#define NGX_HTTP_LLM_METRIC_TTFT        0
+#define NGX_HTTP_LLM_METRIC_GENERATION  1
+#define NGX_HTTP_LLM_METRIC_QUEUE       2
+#define NGX_HTTP_LLM_METRIC_ITL         3
+#define NGX_HTTP_LLM_METRIC_TPS         4
+#define NGX_HTTP_LLM_METRIC_N           5
+
+extern const ngx_http_llm_metric_t  ngx_http_llm_metrics[];
+
 ngx_int_t ngx_http_llm_metrics_json(ngx_http_llm_json_t *j,
     ngx_http_llm_ctx_t *ctx, ngx_uint_t drop_nulls);
+void ngx_http_llm_metrics_body(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx);
+double ngx_http_llm_spec_acceptance(const llm_request_stats *s);
 ngx_int_t ngx_http_llm_usage_json(ngx_http_llm_json_t *j,
     ngx_http_llm_ctx_t *ctx, ngx_uint_t what);
 void ngx_http_llm_usage_seq_json(ngx_http_llm_json_t *j,
     ngx_http_llm_seq_t *seq);
-void ngx_http_llm_metrics_body(ngx_http_llm_json_t *j,
-    ngx_http_llm_ctx_t *ctx);
 
 /* ngx_http_llm_prometheus.c */
 ngx_int_t ngx_http_llm_prometheus_handler(ngx_http_request_t *r);

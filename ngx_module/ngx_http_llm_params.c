@@ -1,12 +1,13 @@
 
 /*
- * ngx_http_llm_params.c -- the sampling fields chat and completions share,
- * mapped onto llm_sampling_params with vLLM's validation rules and
+ * ngx_http_llm_params.c -- the sampling fields the generating endpoints
+ * share, mapped onto llm_sampling_params with vLLM's validation rules and
  * messages (SamplingParams._verify_args and the request models'
  * validators), and the context-length rules once the prompt is known.
+ * Where the endpoints differ, their ngx_http_llm_params_conf_t says how.
  *
  * Runs in a thread of llm_thread_pool: results go into the job, variable
- * parts are malloc()ed and freed by ngx_http_llm_job_free().
+ * parts into the job's pool.
  */
 
 
@@ -26,20 +27,25 @@ static ngx_int_t ngx_http_llm_parse_max_tokens(ngx_http_llm_job_t *job,
 static ngx_int_t ngx_http_llm_parse_stop(ngx_http_llm_job_t *job,
     yajl_val root);
 static ngx_int_t ngx_http_llm_parse_ids(ngx_http_llm_job_t *job,
-    yajl_val root, const char *name, int32_t **ids, int *n_ids);
+    yajl_val root, const char *name, const int32_t **ids, int *n_ids);
 static ngx_int_t ngx_http_llm_parse_bias(ngx_http_llm_job_t *job,
-    yajl_val root);
-static ngx_int_t ngx_http_llm_parse_logprobs(ngx_http_llm_job_t *job,
     yajl_val root);
 static ngx_int_t ngx_http_llm_parse_prompt_logprobs(ngx_http_llm_job_t *job,
     yajl_val root);
+static ngx_int_t ngx_http_llm_params_top(ngx_http_llm_job_t *job,
+    int64_t *n, const char *param, const char *what);
 
 
 /* the fields every generating endpoint reads before its own */
 
 ngx_int_t
-ngx_http_llm_params_parse(ngx_http_llm_job_t *job, yajl_val root)
+ngx_http_llm_params_parse(ngx_http_llm_job_t *job, yajl_val root,
+    const ngx_http_llm_params_conf_t *pc)
 {
+    job->params = pc;
+    job->logprobs = -1;
+    job->sp.prompt_logprobs = -1;
+
     if (ngx_http_llm_job_request(job, root) != NGX_OK
         || ngx_http_llm_parse_n(job, root) != NGX_OK
         || ngx_http_llm_parse_sampling(job, root) != NGX_OK
@@ -47,7 +53,7 @@ ngx_http_llm_params_parse(ngx_http_llm_job_t *job, yajl_val root)
         || ngx_http_llm_parse_max_tokens(job, root) != NGX_OK
         || ngx_http_llm_parse_stop(job, root) != NGX_OK
         || ngx_http_llm_parse_bias(job, root) != NGX_OK
-        || ngx_http_llm_parse_logprobs(job, root) != NGX_OK
+        || pc->logprobs(job, root) != NGX_OK
         || ngx_http_llm_parse_prompt_logprobs(job, root) != NGX_OK)
     {
         return NGX_ERROR;
@@ -71,7 +77,7 @@ ngx_http_llm_parse_n(ngx_http_llm_job_t *job, yajl_val root)
 
     job->n = 1;
 
-    if (job->route == NGX_HTTP_LLM_ROUTE_RESPONSES) {
+    if (!job->params->n) {
         return NGX_OK;
     }
 
@@ -223,56 +229,38 @@ ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job, yajl_val root)
 static ngx_int_t
 ngx_http_llm_parse_extras(ngx_http_llm_job_t *job, yajl_val root)
 {
-    size_t                i;
     int64_t               n;
     yajl_val              v;
     ngx_int_t             rc;
+    ngx_str_t             salt;
     ngx_uint_t            flag;
+    ngx_array_t          *words;
     llm_sampling_params  *sp = &job->sp;
 
     if (ngx_http_llm_parse_ids(job, root, "allowed_token_ids",
-                               &job->allowed_ids, &sp->n_allowed_token_ids)
+                               &sp->allowed_token_ids,
+                               &sp->n_allowed_token_ids)
         != NGX_OK)
     {
         return NGX_ERROR;
     }
 
-    sp->allowed_token_ids = job->allowed_ids;
-
     /* bad_words: the engine turns them into token sequences */
 
-    v = ngx_http_llm_json_get(root, "bad_words");
+    rc = ngx_http_llm_job_strings(job, root, "bad_words", 0, &words);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
+        return NGX_ERROR;
+    }
 
-    if (v && !YAJL_IS_NULL(v)) {
-        if (!YAJL_IS_ARRAY(v)) {
-            goto bad_words;
-        }
-
-        job->bad_words = calloc(v->u.array.len + 1, sizeof(char *));
-        if (job->bad_words == NULL) {
-            goto nomem;
-        }
-
-        for (i = 0; i < v->u.array.len; i++) {
-            if (!YAJL_IS_STRING(v->u.array.values[i])) {
-                goto bad_words;
-            }
-
-            job->bad_words[i] = strdup(v->u.array.values[i]->u.string);
-            if (job->bad_words[i] == NULL) {
-                goto nomem;
-            }
-
-            sp->n_bad_words = (int) i + 1;
-        }
-
-        sp->bad_words = (const char *const *) job->bad_words;
+    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
+        sp->bad_words = words->elts;
+        sp->n_bad_words = (int) words->nelts;
     }
 
     /* vLLM's cache_salt: the prefix cache is shared only with the same
      * salt (the engine checks that it is not empty) */
 
-    v = ngx_http_llm_json_get(root, "cache_salt");
+    v = llm_json_get(root, "cache_salt");
 
     if (v && !YAJL_IS_NULL(v)) {
         if (!YAJL_IS_STRING(v)) {
@@ -282,12 +270,14 @@ ngx_http_llm_parse_extras(ngx_http_llm_job_t *job, yajl_val root)
             return NGX_ERROR;
         }
 
-        job->cache_salt = strdup(v->u.string);
-        if (job->cache_salt == NULL) {
-            goto nomem;
+        if (ngx_http_llm_job_copy(job, v->u.string, ngx_strlen(v->u.string),
+                                  &salt)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
         }
 
-        sp->cache_salt = job->cache_salt;
+        sp->cache_salt = (const char *) salt.data;
     }
 
     rc = ngx_http_llm_job_bool(job, root, "return_token_ids", &flag);
@@ -329,56 +319,34 @@ ngx_http_llm_parse_extras(ngx_http_llm_job_t *job, yajl_val root)
     }
 
     return NGX_OK;
-
-bad_words:
-
-    ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "bad_words",
-                           "`bad_words` must be a list of strings");
-    return NGX_ERROR;
-
-nomem:
-
-    ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                           "out of memory");
-    return NGX_ERROR;
 }
 
 
 /*
- * max_tokens: chat prefers max_completion_tokens, /responses reads
- * max_output_tokens; -1 means "whatever fits", resolved in
- * ngx_http_llm_params_finish() once the prompt length is known.
+ * max_tokens under its endpoint's keys (chat: max_completion_tokens, then
+ * max_tokens; /responses: max_output_tokens); -1 means "whatever fits",
+ * resolved in ngx_http_llm_params_finish() once the prompt length is known.
  * Completions default to 16 (vLLM's default).
  */
 
 static ngx_int_t
 ngx_http_llm_parse_max_tokens(ngx_http_llm_job_t *job, yajl_val root)
 {
-    int64_t      n;
-    ngx_int_t    rc;
-    const char  *key;
+    int64_t                            n;
+    ngx_int_t                          rc;
+    ngx_uint_t                         i;
+    const char                        *key;
+    const ngx_http_llm_params_conf_t  *pc = job->params;
 
-    job->max_tokens = (job->route == NGX_HTTP_LLM_ROUTE_COMPLETIONS) ? 16 : -1;
+    job->max_tokens = pc->max_tokens_default;
 
-    if (job->route == NGX_HTTP_LLM_ROUTE_RESPONSES) {
-        key = "max_output_tokens";
+    rc = NGX_HTTP_LLM_FIELD_ABSENT;
+    key = NULL;
 
-    } else if (job->route == NGX_HTTP_LLM_ROUTE_CHAT) {
-        key = "max_completion_tokens";
-
-    } else {
-        key = "max_tokens";
-    }
-
-    rc = ngx_http_llm_job_int(job, root, key, &n);
-    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
-        return NGX_ERROR;
-    }
-
-    if (rc == NGX_HTTP_LLM_FIELD_ABSENT
-        && job->route == NGX_HTTP_LLM_ROUTE_CHAT)
+    for (i = 0; rc == NGX_HTTP_LLM_FIELD_ABSENT && i < 2 && pc->max_tokens[i];
+         i++)
     {
-        key = "max_tokens";
+        key = pc->max_tokens[i];
 
         rc = ngx_http_llm_job_int(job, root, key, &n);
         if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
@@ -392,7 +360,7 @@ ngx_http_llm_parse_max_tokens(ngx_http_llm_job_t *job, yajl_val root)
 
     /* completions: echo with max_tokens 0 returns just the prompt */
 
-    if (n == 0 && job->route == NGX_HTTP_LLM_ROUTE_COMPLETIONS) {
+    if (n == 0 && pc->echo) {
         job->echo_only = 1;
         n = 1;
     }
@@ -412,77 +380,35 @@ ngx_http_llm_parse_max_tokens(ngx_http_llm_job_t *job, yajl_val root)
 static ngx_int_t
 ngx_http_llm_parse_stop(ngx_http_llm_job_t *job, yajl_val root)
 {
-    size_t    i, n;
-    yajl_val  v, e;
+    ngx_int_t     rc;
+    ngx_uint_t    i;
+    ngx_array_t  *stop;
+    const char  **s;
 
-    v = ngx_http_llm_json_get(root, "stop");
+    rc = ngx_http_llm_job_strings(job, root, "stop", 1, &stop);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
+        return NGX_ERROR;
+    }
 
-    if (v && !YAJL_IS_NULL(v)) {
+    if (rc == NGX_HTTP_LLM_FIELD_PRESENT) {
+        s = stop->elts;
 
-        if (YAJL_IS_STRING(v)) {
-            n = 1;
-
-        } else if (YAJL_IS_ARRAY(v)) {
-            n = v->u.array.len;
-
-        } else {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "stop",
-                                   "`stop` must be a string or a list of "
-                                   "strings, got %s",
-                                   ngx_http_llm_json_type(v));
-            return NGX_ERROR;
-        }
-
-        job->stop = calloc(n ? n : 1, sizeof(char *));
-        if (job->stop == NULL) {
-            goto nomem;
-        }
-
-        for (i = 0; i < n; i++) {
-            e = YAJL_IS_STRING(v) ? v : v->u.array.values[i];
-
-            if (!YAJL_IS_STRING(e)) {
-                ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "stop",
-                                       "`stop` must be a string or a list "
-                                       "of strings, got %s in the list",
-                                       ngx_http_llm_json_type(e));
-                return NGX_ERROR;
-            }
-
-            if (e->u.string[0] == '\0') {
+        for (i = 0; i < stop->nelts; i++) {
+            if (s[i][0] == '\0') {
                 ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "stop",
                                        "stop cannot contain an empty "
                                        "string.");
                 return NGX_ERROR;
             }
-
-            job->stop[i] = strdup(e->u.string);
-            if (job->stop[i] == NULL) {
-                goto nomem;
-            }
-
-            job->sp.n_stop = (int) i + 1;
         }
 
-        job->sp.stop = (const char *const *) job->stop;
+        job->sp.stop = s;
+        job->sp.n_stop = (int) stop->nelts;
     }
 
-    if (ngx_http_llm_parse_ids(job, root, "stop_token_ids", &job->stop_ids,
-                               &job->sp.n_stop_token_ids)
-        != NGX_OK)
-    {
-        return NGX_ERROR;
-    }
-
-    job->sp.stop_token_ids = job->stop_ids;
-
-    return NGX_OK;
-
-nomem:
-
-    ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                           "out of memory");
-    return NGX_ERROR;
+    return ngx_http_llm_parse_ids(job, root, "stop_token_ids",
+                                  &job->sp.stop_token_ids,
+                                  &job->sp.n_stop_token_ids);
 }
 
 
@@ -491,12 +417,13 @@ nomem:
 
 static ngx_int_t
 ngx_http_llm_parse_ids(ngx_http_llm_job_t *job, yajl_val root,
-    const char *name, int32_t **ids, int *n_ids)
+    const char *name, const int32_t **ids, int *n_ids)
 {
-    size_t    i, n;
-    yajl_val  v, e;
+    size_t     i, n;
+    int32_t   *p;
+    yajl_val   v, e;
 
-    v = ngx_http_llm_json_get(root, name);
+    v = llm_json_get(root, name);
 
     if (v == NULL || YAJL_IS_NULL(v)) {
         return NGX_OK;
@@ -511,10 +438,9 @@ ngx_http_llm_parse_ids(ngx_http_llm_job_t *job, yajl_val root,
 
     n = v->u.array.len;
 
-    *ids = malloc((n ? n : 1) * sizeof(int32_t));
-    if (*ids == NULL) {
-        ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                               "out of memory");
+    p = ngx_palloc(job->pool, n * sizeof(int32_t));
+    if (p == NULL) {
+        ngx_http_llm_job_nomem(job);
         return NGX_ERROR;
     }
 
@@ -529,9 +455,10 @@ ngx_http_llm_parse_ids(ngx_http_llm_job_t *job, yajl_val root,
             return NGX_ERROR;
         }
 
-        (*ids)[i] = (int32_t) YAJL_GET_INTEGER(e);
+        p[i] = (int32_t) YAJL_GET_INTEGER(e);
     }
 
+    *ids = p;
     *n_ids = (int) n;
 
     return NGX_OK;
@@ -545,12 +472,14 @@ ngx_http_llm_parse_bias(ngx_http_llm_job_t *job, yajl_val root)
 {
     int          vocab;
     char        *end;
+    float       *values;
     size_t       i, n;
     double       d;
+    int32_t     *ids;
     yajl_val     v, e;
     long long    id;
 
-    v = ngx_http_llm_json_get(root, "logit_bias");
+    v = llm_json_get(root, "logit_bias");
 
     if (v == NULL || YAJL_IS_NULL(v)) {
         return NGX_OK;
@@ -567,12 +496,11 @@ ngx_http_llm_parse_bias(ngx_http_llm_job_t *job, yajl_val root)
     n = v->u.object.len;
     vocab = llm_model_vocab_size(job->model);
 
-    job->bias_ids = malloc((n ? n : 1) * sizeof(int32_t));
-    job->bias_values = malloc((n ? n : 1) * sizeof(float));
+    ids = ngx_palloc(job->pool, n * sizeof(int32_t));
+    values = ngx_palloc(job->pool, n * sizeof(float));
 
-    if (job->bias_ids == NULL || job->bias_values == NULL) {
-        ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                               "out of memory");
+    if (ids == NULL || values == NULL) {
+        ngx_http_llm_job_nomem(job);
         return NGX_ERROR;
     }
 
@@ -606,12 +534,12 @@ ngx_http_llm_parse_bias(ngx_http_llm_job_t *job, yajl_val root)
         d = YAJL_GET_DOUBLE(e);
         d = ngx_max(-100.0, ngx_min(100.0, d));
 
-        job->bias_ids[i] = (int32_t) id;
-        job->bias_values[i] = (float) d;
+        ids[i] = (int32_t) id;
+        values[i] = (float) d;
     }
 
-    job->sp.logit_bias_ids = job->bias_ids;
-    job->sp.logit_bias_values = job->bias_values;
+    job->sp.logit_bias_ids = ids;
+    job->sp.logit_bias_values = values;
     job->sp.n_logit_bias = (int) n;
 
     return NGX_OK;
@@ -619,118 +547,41 @@ ngx_http_llm_parse_bias(ngx_http_llm_job_t *job, yajl_val root)
 
 
 /*
- * chat: "logprobs": bool, "top_logprobs": N;
- * completions: "logprobs": N.  The engine keeps at most 20 alternatives,
- * vLLM's default --max-logprobs.
+ * The end of every endpoint's logprobs field (its ngx_http_llm_params_conf_t
+ * parses the shape): -1 asks for the whole vocabulary; the engine keeps at
+ * most 20 alternatives, vLLM's default --max-logprobs.
  */
 
-static ngx_int_t
-ngx_http_llm_parse_logprobs(ngx_http_llm_job_t *job, yajl_val root)
+ngx_int_t
+ngx_http_llm_params_logprobs(ngx_http_llm_job_t *job, int64_t n,
+    const char *param)
 {
-    int64_t     n;
-    ngx_int_t   rc;
-    ngx_uint_t  flag;
-
-    job->logprobs = -1;
-
-    if (job->route == NGX_HTTP_LLM_ROUTE_CHAT) {
-        rc = ngx_http_llm_job_bool(job, root, "logprobs", &flag);
-        if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
-            return NGX_ERROR;
-        }
-
-        flag = (rc == NGX_HTTP_LLM_FIELD_PRESENT && flag);
-
-        rc = ngx_http_llm_job_int(job, root, "top_logprobs", &n);
-        if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
-            return NGX_ERROR;
-        }
-
-        if (rc == NGX_HTTP_LLM_FIELD_ABSENT) {
-            n = 0;
-        }
-
-        if (n < -1) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "top_logprobs",
-                                   "`top_logprobs` must be a positive value "
-                                   "or -1.");
-            return NGX_ERROR;
-        }
-
-        if (n != 0 && !flag) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "top_logprobs",
-                                   "when using `top_logprobs`, `logprobs` "
-                                   "must be set to true.");
-            return NGX_ERROR;
-        }
-
-        if (!flag) {
-            return NGX_OK;
-        }
-
-    } else if (job->route == NGX_HTTP_LLM_ROUTE_RESPONSES) {
-
-        /* include: ["message.output_text.logprobs"], top_logprobs: N */
-
-        rc = ngx_http_llm_responses_include(job, root,
-                                            "message.output_text.logprobs");
-        if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
-            return NGX_ERROR;
-        }
-
-        if (rc == NGX_HTTP_LLM_FIELD_ABSENT) {
-            return NGX_OK;
-        }
-
-        rc = ngx_http_llm_job_int(job, root, "top_logprobs", &n);
-        if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
-            return NGX_ERROR;
-        }
-
-        if (rc == NGX_HTTP_LLM_FIELD_ABSENT) {
-            n = 0;
-        }
-
-        if (n < -1) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "top_logprobs",
-                                   "logprobs must be non-negative or -1, got "
-                                   "%L.", n);
-            return NGX_ERROR;
-        }
-
-    } else {
-        rc = ngx_http_llm_job_int(job, root, "logprobs", &n);
-        if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
-            return NGX_ERROR;
-        }
-
-        if (rc == NGX_HTTP_LLM_FIELD_ABSENT) {
-            return NGX_OK;
-        }
-
-        if (n < 0) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "logprobs",
-                                   "`logprobs` must be a positive value.");
-            return NGX_ERROR;
-        }
-    }
-
-    if (n == -1) {
-        n = llm_model_vocab_size(job->model);   /* "all": too many */
-    }
-
-    if (n > NGX_HTTP_LLM_MAX_LOGPROBS) {
-        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
-                               job->route == NGX_HTTP_LLM_ROUTE_COMPLETIONS
-                               ? "logprobs" : "top_logprobs",
-                               "Requested sample logprobs of %L, which is "
-                               "greater than max allowed: %d", n,
-                               NGX_HTTP_LLM_MAX_LOGPROBS);
+    if (ngx_http_llm_params_top(job, &n, param, "sample") != NGX_OK) {
         return NGX_ERROR;
     }
 
     job->logprobs = (int) n;
     job->sp.logprobs = (int) n;
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_llm_params_top(ngx_http_llm_job_t *job, int64_t *n,
+    const char *param, const char *what)
+{
+    if (*n == -1) {
+        *n = llm_model_vocab_size(job->model);  /* "all": too many */
+    }
+
+    if (*n > NGX_HTTP_LLM_MAX_LOGPROBS) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, param,
+                               "Requested %s logprobs of %L, which is "
+                               "greater than max allowed: %d", what, *n,
+                               NGX_HTTP_LLM_MAX_LOGPROBS);
+        return NGX_ERROR;
+    }
 
     return NGX_OK;
 }
@@ -750,11 +601,7 @@ ngx_http_llm_parse_prompt_logprobs(ngx_http_llm_job_t *job, yajl_val root)
     int64_t    n;
     ngx_int_t  rc;
 
-    job->sp.prompt_logprobs = -1;
-
-    if (job->route != NGX_HTTP_LLM_ROUTE_CHAT
-        && job->route != NGX_HTTP_LLM_ROUTE_COMPLETIONS)
-    {
+    if (!job->params->prompt_logprobs) {
         return NGX_OK;
     }
 
@@ -781,15 +628,9 @@ ngx_http_llm_parse_prompt_logprobs(ngx_http_llm_job_t *job, yajl_val root)
         return NGX_ERROR;
     }
 
-    if (n == -1) {
-        n = llm_model_vocab_size(job->model);   /* "all": too many */
-    }
-
-    if (n > NGX_HTTP_LLM_MAX_LOGPROBS) {
-        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt_logprobs",
-                               "Requested prompt logprobs of %L, which is "
-                               "greater than max allowed: %d", n,
-                               NGX_HTTP_LLM_MAX_LOGPROBS);
+    if (ngx_http_llm_params_top(job, &n, "prompt_logprobs", "prompt")
+        != NGX_OK)
+    {
         return NGX_ERROR;
     }
 
@@ -813,33 +654,24 @@ ngx_http_llm_params_finish(ngx_http_llm_job_t *job)
 {
     int                     room, max_tokens;
     char                    err[LLM_ERR_LEN];
-    ngx_uint_t              i;
+    ngx_uint_t              i, n_prompts;
     const char             *param;
     ngx_http_llm_prompt_t  *p;
 
-    switch (job->route) {
-    case NGX_HTTP_LLM_ROUTE_CHAT:
-        param = "messages";
-        break;
-    case NGX_HTTP_LLM_ROUTE_RESPONSES:
-        param = "input";
-        break;
-    default:
-        param = "prompt";
-    }
+    param = job->params->prompt;
+    n_prompts = job->prompts.nelts;
 
-    if (job->n_prompts * job->n > NGX_HTTP_LLM_MAX_SEQS) {
+    if (n_prompts * job->n > NGX_HTTP_LLM_MAX_SEQS) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, param,
                                "%ui prompts with n=%ui make %ui sequences, "
                                "at most %d are allowed in one request",
-                               job->n_prompts, job->n,
-                               job->n_prompts * job->n,
+                               n_prompts, job->n, n_prompts * job->n,
                                NGX_HTTP_LLM_MAX_SEQS);
         return NGX_ERROR;
     }
 
-    for (i = job->n_prompts; i > 0; i--) {
-        p = &job->prompts[i - 1];
+    for (i = n_prompts; i > 0; i--) {
+        p = (ngx_http_llm_prompt_t *) job->prompts.elts + i - 1;
 
         if (job->truncate_prompt_tokens >= 0
             && p->n > job->truncate_prompt_tokens)

@@ -29,6 +29,13 @@
 typedef struct {
     const char                 *name;
     const char                 *help;
+    size_t                      offset;       /* its uint64_t in the stats */
+} ngx_http_llm_prom_counter_t;
+
+
+typedef struct {
+    const char                 *name;
+    const char                 *help;
     llm_hist_id                 id;
 } ngx_http_llm_prom_hist_t;
 
@@ -51,6 +58,8 @@ static ngx_int_t ngx_http_llm_prom_labels(ngx_http_request_t *r,
     ngx_http_llm_prom_t *pm);
 static void ngx_http_llm_prom_render(ngx_http_llm_prom_t *pm,
     const llm_engine_stats *st, ngx_uint_t spec_tokens);
+static void ngx_http_llm_prom_counters(ngx_http_llm_prom_t *pm,
+    const ngx_http_llm_prom_counter_t *pc, const llm_engine_stats *st);
 static void ngx_http_llm_prom_family(ngx_http_llm_prom_t *pm,
     const char *name, const char *help, const char *type);
 static void ngx_http_llm_prom_sample(ngx_http_llm_prom_t *pm,
@@ -61,6 +70,42 @@ static void ngx_http_llm_prom_float(ngx_http_llm_json_t *j, double v);
 
 
 /* vLLM's order (vllm/v1/metrics/loggers.py) and HELP texts */
+
+static ngx_http_llm_prom_counter_t  ngx_http_llm_prom_engine_counters[] = {
+    { "vllm:prefix_cache_queries_total",
+      "Prefix cache queries, in terms of number of queried tokens.",
+      offsetof(llm_engine_stats, prefix_cache_queries_total) },
+    { "vllm:prefix_cache_hits_total",
+      "Prefix cache hits, in terms of number of cached tokens.",
+      offsetof(llm_engine_stats, prefix_cache_hits_total) },
+    { "vllm:num_preemptions_total",
+      "Cumulative number of preemption from the engine.",
+      offsetof(llm_engine_stats, num_preemptions_total) },
+    { "vllm:prompt_tokens_total",
+      "Number of prefill tokens processed.",
+      offsetof(llm_engine_stats, prompt_tokens_total) },
+    { "vllm:generation_tokens_total",
+      "Number of generation tokens processed.",
+      offsetof(llm_engine_stats, generation_tokens_total) },
+    { NULL, NULL, 0 }
+};
+
+
+/* only with llm_speculative, as in vLLM */
+
+static ngx_http_llm_prom_counter_t  ngx_http_llm_prom_spec_counters[] = {
+    { "vllm:spec_decode_num_drafts_total",
+      "Number of spec decoding drafts.",
+      offsetof(llm_engine_stats, spec_num_drafts_total) },
+    { "vllm:spec_decode_num_draft_tokens_total",
+      "Number of draft tokens.",
+      offsetof(llm_engine_stats, spec_num_draft_tokens_total) },
+    { "vllm:spec_decode_num_accepted_tokens_total",
+      "Number of accepted tokens.",
+      offsetof(llm_engine_stats, spec_num_accepted_tokens_total) },
+    { NULL, NULL, 0 }
+};
+
 
 static ngx_http_llm_prom_hist_t  ngx_http_llm_prom_hists[] = {
     { "vllm:request_prompt_tokens",
@@ -243,32 +288,7 @@ ngx_http_llm_prom_render(ngx_http_llm_prom_t *pm, const llm_engine_stats *st,
 
     /* counters */
 
-    ngx_http_llm_prom_family(pm, "vllm:prefix_cache_queries_total",
-        "Prefix cache queries, in terms of number of queried tokens.",
-        "counter");
-    ngx_http_llm_prom_sample(pm, "vllm:prefix_cache_queries_total",
-                             (double) st->prefix_cache_queries_total);
-
-    ngx_http_llm_prom_family(pm, "vllm:prefix_cache_hits_total",
-        "Prefix cache hits, in terms of number of cached tokens.",
-        "counter");
-    ngx_http_llm_prom_sample(pm, "vllm:prefix_cache_hits_total",
-                             (double) st->prefix_cache_hits_total);
-
-    ngx_http_llm_prom_family(pm, "vllm:num_preemptions_total",
-        "Cumulative number of preemption from the engine.", "counter");
-    ngx_http_llm_prom_sample(pm, "vllm:num_preemptions_total",
-                             (double) st->num_preemptions_total);
-
-    ngx_http_llm_prom_family(pm, "vllm:prompt_tokens_total",
-        "Number of prefill tokens processed.", "counter");
-    ngx_http_llm_prom_sample(pm, "vllm:prompt_tokens_total",
-                             (double) st->prompt_tokens_total);
-
-    ngx_http_llm_prom_family(pm, "vllm:generation_tokens_total",
-        "Number of generation tokens processed.", "counter");
-    ngx_http_llm_prom_sample(pm, "vllm:generation_tokens_total",
-                             (double) st->generation_tokens_total);
+    ngx_http_llm_prom_counters(pm, ngx_http_llm_prom_engine_counters, st);
 
     /* one series per reason, zeros included, as vLLM pre-creates them */
 
@@ -301,22 +321,7 @@ ngx_http_llm_prom_render(ngx_http_llm_prom_t *pm, const llm_engine_stats *st,
         return;
     }
 
-    ngx_http_llm_prom_family(pm, "vllm:spec_decode_num_drafts_total",
-        "Number of spec decoding drafts.", "counter");
-    ngx_http_llm_prom_sample(pm, "vllm:spec_decode_num_drafts_total",
-                             (double) st->spec_num_drafts_total);
-
-    ngx_http_llm_prom_family(pm, "vllm:spec_decode_num_draft_tokens_total",
-        "Number of draft tokens.", "counter");
-    ngx_http_llm_prom_sample(pm, "vllm:spec_decode_num_draft_tokens_total",
-                             (double) st->spec_num_draft_tokens_total);
-
-    ngx_http_llm_prom_family(pm,
-        "vllm:spec_decode_num_accepted_tokens_total",
-        "Number of accepted tokens.", "counter");
-    ngx_http_llm_prom_sample(pm,
-        "vllm:spec_decode_num_accepted_tokens_total",
-        (double) st->spec_num_accepted_tokens_total);
+    ngx_http_llm_prom_counters(pm, ngx_http_llm_prom_spec_counters, st);
 
     ngx_http_llm_prom_family(pm,
         "vllm:spec_decode_num_accepted_tokens_per_pos_total",
@@ -332,6 +337,19 @@ ngx_http_llm_prom_render(ngx_http_llm_prom_t *pm, const llm_engine_stats *st,
         ngx_http_llm_prom_float(j,
                                 (double) st->spec_accepted_per_pos_total[i]);
         ngx_http_llm_json_lit(j, "\n");
+    }
+}
+
+
+static void
+ngx_http_llm_prom_counters(ngx_http_llm_prom_t *pm,
+    const ngx_http_llm_prom_counter_t *pc, const llm_engine_stats *st)
+{
+    for ( /* void */ ; pc->name; pc++) {
+        ngx_http_llm_prom_family(pm, pc->name, pc->help, "counter");
+        ngx_http_llm_prom_sample(pm, pc->name,
+                                 (double) *(uint64_t *) ((u_char *) st
+                                                         + pc->offset));
     }
 }
 
@@ -440,7 +458,7 @@ ngx_http_llm_prom_histogram(ngx_http_llm_prom_t *pm,
 static void
 ngx_http_llm_prom_float(ngx_http_llm_json_t *j, double v)
 {
-    u_char  buf[NGX_HTTP_LLM_DTOA_LEN], out[NGX_HTTP_LLM_DTOA_LEN + 8];
+    u_char  buf[NGX_HTTP_LLM_FLOAT_LEN], out[NGX_HTTP_LLM_FLOAT_LEN + 8];
     u_char *dot, *p, *last;
     size_t  len;
 
@@ -460,7 +478,7 @@ ngx_http_llm_prom_float(ngx_http_llm_json_t *j, double v)
         return;
     }
 
-    len = ngx_http_llm_dtoa(buf, v);
+    len = ngx_strlen(llm_pyfloat((char *) buf, v));
 
     dot = ngx_strlchr(buf, buf + len, '.');
 

@@ -42,25 +42,33 @@ static void ngx_http_llm_responses_echoed(ngx_http_llm_json_t *j,
     ngx_http_llm_ctx_t *ctx, ngx_uint_t which, const char *dflt);
 static void ngx_http_llm_responses_store(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_json_t *j, size_t start);
+static ngx_int_t ngx_http_llm_response_not_found(ngx_http_request_t *r,
+    ngx_str_t *id);
 
+
+/* the route's start: a generation, and a stream's first two events */
 
 ngx_int_t
-ngx_http_llm_responses_start(ngx_http_llm_ctx_t *ctx)
+ngx_http_llm_responses_start(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 {
+    ngx_int_t             rc;
     ngx_http_llm_json_t  *j;
 
-    if (ngx_http_llm_random_id(ctx->request->pool, &ctx->item_id, "msg_")
-        != NGX_OK)
-    {
+    rc = ngx_http_llm_generate(r, ctx);
+    if (rc != NGX_DONE) {
+        return rc;
+    }
+
+    if (ngx_http_llm_random_id(r->pool, &ctx->item_id, "msg_") != NGX_OK) {
         return NGX_ERROR;
     }
 
     if (!ctx->stream) {
-        return NGX_OK;
+        return NGX_DONE;
     }
 
     j = &ctx->scratch;
-    ngx_http_llm_json_init(j, ctx->request->pool, 4096);
+    ngx_http_llm_json_init(j, r->pool, 4096);
 
     ngx_http_llm_responses_event(j, ctx, "response.created");
     ngx_http_llm_json_lit(j, "{\"response\":");
@@ -72,7 +80,11 @@ ngx_http_llm_responses_start(ngx_http_llm_ctx_t *ctx)
     ngx_http_llm_responses_object(j, ctx, 0);
     ngx_http_llm_responses_event_end(j, ctx, "response.in_progress");
 
-    return ngx_http_llm_sse_send(ctx->request, ctx, j, 0);
+    if (ngx_http_llm_sse_send(r, ctx, j, 0) == NGX_ERROR) {
+        return NGX_ERROR;
+    }
+
+    return NGX_DONE;
 }
 
 
@@ -98,7 +110,7 @@ ngx_http_llm_responses_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
         return j->failed ? NGX_ERROR : NGX_OK;
     }
 
-    if (seq->text_len > seq->text_sent) {
+    if (seq->text.nelts > seq->text_sent) {
 
         if (!ctx->item_started) {
             ctx->item_started = 1;
@@ -123,8 +135,8 @@ ngx_http_llm_responses_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
 
         ngx_http_llm_responses_event(j, ctx, "response.output_text.delta");
         ngx_http_llm_json_lit(j, "{\"content_index\":0,\"delta\":");
-        ngx_http_llm_json_str(j, seq->text + seq->text_sent,
-                              seq->text_len - seq->text_sent);
+        ngx_http_llm_json_str(j, (u_char *) seq->text.elts + seq->text_sent,
+                              seq->text.nelts - seq->text_sent);
         ngx_http_llm_json_lit(j, ",\"item_id\":");
         ngx_http_llm_json_str(j, ctx->item_id.data, ctx->item_id.len);
         ngx_http_llm_json_lit(j, ",\"logprobs\":");
@@ -140,8 +152,8 @@ ngx_http_llm_responses_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
         ngx_http_llm_responses_event_end(j, ctx,
                                          "response.output_text.delta");
 
-        seq->text_sent = seq->text_len;
-        seq->lp_sent = seq->n_lp;
+        seq->text_sent = seq->text.nelts;
+        seq->lp_sent = seq->lp.nelts;
     }
 
     seq->changed = 0;
@@ -164,7 +176,7 @@ ngx_http_llm_responses_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
         }
 
         ngx_http_llm_json_lit(j, ",\"output_index\":0,\"text\":");
-        ngx_http_llm_json_str(j, seq->text, seq->text_len);
+        ngx_http_llm_json_str(j, seq->text.elts, seq->text.nelts);
         ngx_http_llm_responses_event_end(j, ctx,
                                          "response.output_text.done");
 
@@ -281,7 +293,7 @@ ngx_http_llm_responses_object(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_json_str(j, ctx->model.data, ctx->model.len);
     ngx_http_llm_json_lit(j, ",\"object\":\"response\",\"output\":[");
 
-    if (final && seq->text_len) {
+    if (final && seq->text.nelts) {
         ngx_http_llm_responses_message(j, ctx, 1);
     }
 
@@ -426,7 +438,7 @@ ngx_http_llm_responses_part(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
         ngx_http_llm_json_lit(j, "\"\"");
 
     } else {
-        ngx_http_llm_json_str(j, seq->text, seq->text_len);
+        ngx_http_llm_json_str(j, seq->text.elts, seq->text.nelts);
     }
 
     ngx_http_llm_json_lit(j, ",\"type\":\"output_text\",\"logprobs\":");
@@ -453,8 +465,9 @@ ngx_http_llm_responses_echoed(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
 
     resp = ctx->job->responses;
 
-    if (resp->echo[which]) {
-        ngx_http_llm_json_raw(j, resp->echo[which], resp->echo_len[which]);
+    if (resp->echo[which].len) {
+        ngx_http_llm_json_raw(j, resp->echo[which].data,
+                              resp->echo[which].len);
 
     } else {
         ngx_http_llm_json_raw(j, dflt, ngx_strlen(dflt));
@@ -490,18 +503,18 @@ ngx_http_llm_responses_store(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j,
     }
 
     ngx_http_llm_json_init(&m, ctx->request->pool,
-                           resp->history_len + seq->text_len * 2 + 64);
+                           resp->history.len + seq->text.nelts * 2 + 64);
 
     ngx_http_llm_json_lit(&m, "[");
-    ngx_http_llm_json_raw(&m, resp->history, resp->history_len);
+    ngx_http_llm_json_raw(&m, resp->history.data, resp->history.len);
 
-    if (seq->text_len) {
-        if (resp->history_len) {
+    if (seq->text.nelts) {
+        if (resp->history.len) {
             ngx_http_llm_json_lit(&m, ",");
         }
 
         ngx_http_llm_json_lit(&m, "{\"role\":\"assistant\",\"content\":");
-        ngx_http_llm_json_str(&m, seq->text, seq->text_len);
+        ngx_http_llm_json_str(&m, seq->text.elts, seq->text.nelts);
         ngx_http_llm_json_lit(&m, "}");
     }
 
@@ -531,53 +544,37 @@ ngx_http_llm_responses_store(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j,
 
 /*
  * GET .../responses/{id}: the stored response object, the bytes that were
- * sent; DELETE: it leaves the store, answered as OpenAI answers; POST
- * .../cancel: vLLM's answer for a response that is not a background one
- * (every stored response here has finished).  An id that is not in this
- * worker's store (never stored, store false, evicted, deleted, or still
- * generating) is a 404 naming it, as in vLLM.  Retrieving as a stream
- * (?stream=true, OpenAI's replay of the events) is refused.
+ * sent; DELETE: it leaves the store, answered as OpenAI answers.  An id
+ * that is not in this worker's store (never stored, store false, evicted,
+ * deleted, or still generating) is a 404 naming it, as in vLLM.
+ * Retrieving as a stream (?stream=true, OpenAI's replay of the events) is
+ * refused.
  */
 
 ngx_int_t
-ngx_http_llm_response_handler(ngx_http_request_t *r)
+ngx_http_llm_response_get(ngx_http_request_t *r, ngx_str_t *id)
 {
-    u_char               *p, *last;
     ngx_int_t             rc;
-    ngx_str_t             id, body, value;
+    ngx_str_t             body, value;
     ngx_http_llm_json_t   j;
 
-    last = r->uri.data + r->uri.len;
-
-    if (r->method == NGX_HTTP_POST) {
-        last -= sizeof("/cancel") - 1;
-    }
-
-    for (p = last; p > r->uri.data && p[-1] != '/'; p--) {
-        /* void */
-    }
-
-    id.data = p;
-    id.len = last - p;
-
     if (r->method == NGX_HTTP_DELETE) {
-        if (ngx_http_llm_store_delete(&id) != NGX_OK) {
-            goto not_found;
+        if (ngx_http_llm_store_delete(id) != NGX_OK) {
+            return ngx_http_llm_response_not_found(r, id);
         }
 
         ngx_http_llm_json_init(&j, r->pool, 128);
         ngx_http_llm_json_lit(&j, "{\"id\":");
-        ngx_http_llm_json_str(&j, id.data, id.len);
+        ngx_http_llm_json_str(&j, id->data, id->len);
         ngx_http_llm_json_lit(&j, ",\"object\":\"response\","
                               "\"deleted\":true}");
 
         return ngx_http_llm_send_json(r, NGX_HTTP_OK, &j);
     }
 
-    if (r->method != NGX_HTTP_POST
-        && ngx_http_arg(r, (u_char *) "stream", 6, &value) == NGX_OK
-        && value.len == 4 && ngx_strncasecmp(value.data, (u_char *) "true", 4)
-                             == 0)
+    if (ngx_http_arg(r, (u_char *) "stream", 6, &value) == NGX_OK
+        && value.len == 4
+        && ngx_strncasecmp(value.data, (u_char *) "true", 4) == 0)
     {
         return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST, NULL,
                                        "stream", "streaming a stored "
@@ -585,21 +582,14 @@ ngx_http_llm_response_handler(ngx_http_request_t *r)
                                        "retrieve it without stream=true");
     }
 
-    rc = ngx_http_llm_store_response(&id, r->pool, &body);
+    rc = ngx_http_llm_store_response(id, r->pool, &body);
 
     if (rc == NGX_ERROR) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
     if (rc == NGX_DECLINED) {
-        goto not_found;
-    }
-
-    if (r->method == NGX_HTTP_POST) {
-        return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
-                                       "invalid_request_error", NULL,
-                                       "Cannot cancel a synchronous "
-                                       "response.");
+        return ngx_http_llm_response_not_found(r, id);
     }
 
     j.start = body.data;
@@ -609,10 +599,40 @@ ngx_http_llm_response_handler(ngx_http_request_t *r)
     j.failed = 0;
 
     return ngx_http_llm_send_json(r, NGX_HTTP_OK, &j);
+}
 
-not_found:
 
+/*
+ * POST .../responses/{id}/cancel: vLLM's answer for a response that is not
+ * a background one (every stored response here has finished).
+ */
+
+ngx_int_t
+ngx_http_llm_response_cancel(ngx_http_request_t *r, ngx_str_t *id)
+{
+    ngx_int_t  rc;
+    ngx_str_t  body;
+
+    rc = ngx_http_llm_store_response(id, r->pool, &body);
+
+    if (rc == NGX_ERROR) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    if (rc == NGX_DECLINED) {
+        return ngx_http_llm_response_not_found(r, id);
+    }
+
+    return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST,
+                                   "invalid_request_error", NULL,
+                                   "Cannot cancel a synchronous response.");
+}
+
+
+static ngx_int_t
+ngx_http_llm_response_not_found(ngx_http_request_t *r, ngx_str_t *id)
+{
     return ngx_http_llm_send_error(r, NGX_HTTP_NOT_FOUND, NULL,
                                    "response_id", "Response with id '%V' "
-                                   "not found.", &id);
+                                   "not found.", id);
 }

@@ -28,14 +28,13 @@ enum {
 };
 
 
-/* the request fields a response shows, as JSON text (NULL: the default) */
+/* the request fields a response shows, as JSON text (empty: the default),
+ * in the job's pool */
 struct ngx_http_llm_responses_s {
-    char                       *echo[NGX_HTTP_LLM_ECHO_N];
-    size_t                      echo_len[NGX_HTTP_LLM_ECHO_N];
+    ngx_str_t                   echo[NGX_HTTP_LLM_ECHO_N];
 
     /* the conversation without the system message: JSON array members */
-    char                       *history;
-    size_t                      history_len;
+    ngx_str_t                   history;
 
     unsigned                    store:1;
     unsigned                    parallel_tool_calls:1;

@@ -22,11 +22,9 @@
 /* a chat message while input items are turned into messages */
 typedef struct {
     const char                 *role;
-    char                       *content;       /* malloc()ed, or NULL */
-    size_t                      content_len;
+    ngx_str_t                   content;       /* data NULL: none */
     const char                 *reasoning;
-    yajl_val                   *calls;         /* function_call items */
-    ngx_uint_t                  n_calls;
+    ngx_array_t                 calls;         /* function_call items */
     yajl_val                    call_id;       /* function_call_output */
 } ngx_http_llm_resp_msg_t;
 
@@ -37,6 +35,10 @@ static const char  *ngx_http_llm_echo_keys[] = {
 };
 
 
+static ngx_int_t ngx_http_llm_responses_logprobs(ngx_http_llm_job_t *job,
+    yajl_val root);
+static ngx_int_t ngx_http_llm_responses_include(ngx_http_llm_job_t *job,
+    yajl_val root, const char *what);
 static ngx_int_t ngx_http_llm_responses_check(ngx_http_llm_job_t *job,
     yajl_val root);
 static ngx_int_t ngx_http_llm_responses_echo(ngx_http_llm_job_t *job,
@@ -53,25 +55,44 @@ static void ngx_http_llm_responses_gen_msg(yajl_gen g,
 static yajl_val ngx_http_llm_responses_tools(ngx_http_llm_job_t *job,
     yajl_val tools);
 static yajl_val ngx_http_llm_responses_messages(ngx_http_llm_job_t *job,
-    yajl_val root, const char *prev, size_t prev_len, const u_char *now,
-    size_t now_len);
-static char *ngx_http_llm_gen_text(yajl_gen g, size_t *len);
+    yajl_val root, ngx_str_t *prev, ngx_str_t *now);
+static ngx_int_t ngx_http_llm_gen_text(ngx_http_llm_job_t *job, yajl_gen g,
+    ngx_str_t *text);
 static void ngx_http_llm_gen_value(yajl_gen g, yajl_val v);
 static void ngx_http_llm_gen_cstr(yajl_gen g, const char *s);
+
+
+static const ngx_http_llm_params_conf_t  ngx_http_llm_responses_params = {
+    "input",                               /* prompt */
+    { "max_output_tokens", NULL },
+    -1,                                    /* max_tokens_default */
+    ngx_http_llm_responses_logprobs,
+    0,                                     /* n */
+    0,                                     /* stream_options */
+    0,                                     /* prompt_logprobs */
+    0                                      /* echo */
+};
 
 
 void
 ngx_http_llm_responses_parse(ngx_http_llm_job_t *job, yajl_val root)
 {
-    char                      *prev, *now;
-    size_t                     prev_len, now_len;
     yajl_gen                   g;
     yajl_val                   input, tools, messages, v;
+    ngx_int_t                  rc;
+    ngx_str_t                  prev, now;
     ngx_http_llm_responses_t  *resp;
 
-    resp = calloc(1, sizeof(ngx_http_llm_responses_t));
+    if (ngx_http_llm_params_parse(job, root, &ngx_http_llm_responses_params)
+        != NGX_OK)
+    {
+        return;
+    }
+
+    resp = ngx_pcalloc(job->pool, sizeof(ngx_http_llm_responses_t));
     if (resp == NULL) {
-        goto nomem;
+        ngx_http_llm_job_nomem(job);
+        return;
     }
 
     job->responses = resp;
@@ -82,7 +103,7 @@ ngx_http_llm_responses_parse(ngx_http_llm_job_t *job, yajl_val root)
         return;
     }
 
-    input = ngx_http_llm_json_get(root, "input");
+    input = llm_json_get(root, "input");
 
     if (input == NULL
         || !(YAJL_IS_STRING(input) || YAJL_IS_ARRAY(input)))
@@ -96,15 +117,19 @@ ngx_http_llm_responses_parse(ngx_http_llm_job_t *job, yajl_val root)
 
     /* the conversation so far */
 
-    prev = NULL;
-    prev_len = 0;
+    ngx_str_null(&prev);
 
-    v = ngx_http_llm_json_get(root, "previous_response_id");
+    v = llm_json_get(root, "previous_response_id");
 
     if (v && YAJL_IS_STRING(v)) {
-        prev = ngx_http_llm_store_get(v->u.string, &prev_len);
+        rc = ngx_http_llm_store_messages(v->u.string, job->pool, &prev);
 
-        if (prev == NULL) {
+        if (rc == NGX_ERROR) {
+            ngx_http_llm_job_nomem(job);
+            return;
+        }
+
+        if (rc == NGX_DECLINED) {
             job->err_type = "NotFoundError";
             ngx_http_llm_job_error(job, NGX_HTTP_NOT_FOUND,
                                    "previous_response_id", "Response with "
@@ -117,69 +142,112 @@ ngx_http_llm_responses_parse(ngx_http_llm_job_t *job, yajl_val root)
 
     g = yajl_gen_alloc(NULL);
     if (g == NULL) {
-        free(prev);
-        goto nomem;
+        ngx_http_llm_job_nomem(job);
+        return;
     }
 
     yajl_gen_array_open(g);
 
     if (ngx_http_llm_responses_input(job, input, g) != NGX_OK) {
         yajl_gen_free(g);
-        free(prev);
         return;
     }
 
     yajl_gen_array_close(g);
 
-    now = ngx_http_llm_gen_text(g, &now_len);
+    rc = ngx_http_llm_gen_text(job, g, &now);
     yajl_gen_free(g);
 
-    if (now == NULL) {
-        free(prev);
-        goto nomem;
+    if (rc != NGX_OK) {
+        return;
     }
 
     /* the members, without the array's brackets */
-    messages = ngx_http_llm_responses_messages(job, root, prev, prev_len,
-                                               (u_char *) now + 1,
-                                               now_len - 2);
-    free(prev);
-    free(now);
+    now.data++;
+    now.len -= 2;
+
+    messages = ngx_http_llm_responses_messages(job, root, &prev, &now);
 
     if (messages == NULL) {
         return;
     }
 
-    tools = ngx_http_llm_responses_tools(job,
-                                         ngx_http_llm_json_get(root, "tools"));
+    tools = ngx_http_llm_responses_tools(job, llm_json_get(root, "tools"));
 
-    if (job->status == 0) {
-        (void) ngx_http_llm_chat_prompt(job, root, messages, tools);
+    if (job->status == 0
+        && ngx_http_llm_chat_prompt(job, root, messages, tools) == NGX_OK)
+    {
+        (void) ngx_http_llm_params_finish(job);
     }
 
     yajl_tree_free(messages);
     yajl_tree_free(tools);
-
-    return;
-
-nomem:
-
-    ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                           "out of memory");
 }
 
 
-void
-ngx_http_llm_responses_free(ngx_http_llm_responses_t *resp)
-{
-    ngx_uint_t  i;
+/* include: ["message.output_text.logprobs"], top_logprobs: N */
 
-    for (i = 0; i < NGX_HTTP_LLM_ECHO_N; i++) {
-        free(resp->echo[i]);
+static ngx_int_t
+ngx_http_llm_responses_logprobs(ngx_http_llm_job_t *job, yajl_val root)
+{
+    int64_t    n;
+    ngx_int_t  rc;
+
+    rc = ngx_http_llm_responses_include(job, root,
+                                        "message.output_text.logprobs");
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
+        return NGX_ERROR;
     }
 
-    free(resp->history);
-    free(resp);
+    if (rc == NGX_HTTP_LLM_FIELD_ABSENT) {
+        return NGX_OK;
+    }
+
+    rc = ngx_http_llm_job_int(job, root, "top_logprobs", &n);
+    if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
+        return NGX_ERROR;
+    }
+
+    if (rc == NGX_HTTP_LLM_FIELD_ABSENT) {
+        n = 0;
+    }
+
+    if (n < -1) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "top_logprobs",
+                               "logprobs must be non-negative or -1, got "
+                               "%L.", n);
+        return NGX_ERROR;
+    }
+
+    return ngx_http_llm_params_logprobs(job, n, "top_logprobs");
+}
+
+
+/* "include": a list of strings; ABSENT unless it holds "what" */
+
+static ngx_int_t
+ngx_http_llm_responses_include(ngx_http_llm_job_t *job, yajl_val root,
+    const char *what)
+{
+    ngx_int_t     rc;
+    ngx_uint_t    i;
+    ngx_array_t  *include;
+    const char  **s;
+
+    rc = ngx_http_llm_job_strings(job, root, "include", 0, &include);
+    if (rc != NGX_HTTP_LLM_FIELD_PRESENT) {
+        return rc;
+    }
+
+    s = include->elts;
+
+    for (i = 0; i < include->nelts; i++) {
+        if (ngx_strcmp(s[i], what) == 0) {
+            return NGX_HTTP_LLM_FIELD_PRESENT;
+        }
+    }
+
+    return NGX_HTTP_LLM_FIELD_ABSENT;
 }
 
 
@@ -219,7 +287,7 @@ ngx_http_llm_responses_check(ngx_http_llm_job_t *job, yajl_val root)
     job->responses->parallel_tool_calls = (rc == NGX_HTTP_LLM_FIELD_ABSENT
                                            || flag);
 
-    v = ngx_http_llm_json_get(root, "prompt");
+    v = llm_json_get(root, "prompt");
 
     if (v && !YAJL_IS_NULL(v)) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt",
@@ -227,7 +295,7 @@ ngx_http_llm_responses_check(ngx_http_llm_job_t *job, yajl_val root)
         return NGX_ERROR;
     }
 
-    v = ngx_http_llm_json_get(root, "truncation");
+    v = llm_json_get(root, "truncation");
 
     if (v && !YAJL_IS_NULL(v)
         && !(YAJL_IS_STRING(v) && ngx_strcmp(v->u.string, "disabled") == 0))
@@ -239,7 +307,7 @@ ngx_http_llm_responses_check(ngx_http_llm_job_t *job, yajl_val root)
         return NGX_ERROR;
     }
 
-    v = ngx_http_llm_json_get(ngx_http_llm_json_get(root, "text"), "format");
+    v = llm_json_get(llm_json_get(root, "text"), "format");
 
     if (v && !YAJL_IS_NULL(v)
         && ngx_http_llm_job_format(job, v, "text.format") != NGX_OK)
@@ -247,7 +315,7 @@ ngx_http_llm_responses_check(ngx_http_llm_job_t *job, yajl_val root)
         return NGX_ERROR;
     }
 
-    v = ngx_http_llm_json_get(root, "previous_response_id");
+    v = llm_json_get(root, "previous_response_id");
 
     if (v && !YAJL_IS_NULL(v) && !YAJL_IS_STRING(v)) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
@@ -257,7 +325,7 @@ ngx_http_llm_responses_check(ngx_http_llm_job_t *job, yajl_val root)
         return NGX_ERROR;
     }
 
-    v = ngx_http_llm_json_get(root, "instructions");
+    v = llm_json_get(root, "instructions");
 
     if (v && !YAJL_IS_NULL(v) && !YAJL_IS_STRING(v)) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "instructions",
@@ -270,60 +338,19 @@ ngx_http_llm_responses_check(ngx_http_llm_job_t *job, yajl_val root)
 }
 
 
-/* "include": a list of strings; ABSENT unless it holds "what" */
-
-ngx_int_t
-ngx_http_llm_responses_include(ngx_http_llm_job_t *job, yajl_val root,
-    const char *what)
-{
-    size_t    i;
-    yajl_val  v, e;
-
-    v = ngx_http_llm_json_get(root, "include");
-
-    if (v == NULL || YAJL_IS_NULL(v)) {
-        return NGX_HTTP_LLM_FIELD_ABSENT;
-    }
-
-    if (!YAJL_IS_ARRAY(v)) {
-        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "include",
-                               "`include` must be a list of strings, got %s",
-                               ngx_http_llm_json_type(v));
-        return NGX_HTTP_LLM_FIELD_INVALID;
-    }
-
-    for (i = 0; i < v->u.array.len; i++) {
-        e = v->u.array.values[i];
-
-        if (!YAJL_IS_STRING(e)) {
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "include",
-                                   "`include` must be a list of strings, "
-                                   "got %s in the list",
-                                   ngx_http_llm_json_type(e));
-            return NGX_HTTP_LLM_FIELD_INVALID;
-        }
-
-        if (ngx_strcmp(e->u.string, what) == 0) {
-            return NGX_HTTP_LLM_FIELD_PRESENT;
-        }
-    }
-
-    return NGX_HTTP_LLM_FIELD_ABSENT;
-}
-
-
 static ngx_int_t
 ngx_http_llm_responses_echo(ngx_http_llm_job_t *job, yajl_val root)
 {
     yajl_gen                   g;
     yajl_val                   v;
+    ngx_int_t                  rc;
     ngx_uint_t                 i;
     ngx_http_llm_responses_t  *resp;
 
     resp = job->responses;
 
     for (i = 0; i < NGX_HTTP_LLM_ECHO_N; i++) {
-        v = ngx_http_llm_json_get(root, ngx_http_llm_echo_keys[i]);
+        v = llm_json_get(root, ngx_http_llm_echo_keys[i]);
 
         if (v == NULL || YAJL_IS_NULL(v)) {
             continue;
@@ -331,25 +358,20 @@ ngx_http_llm_responses_echo(ngx_http_llm_job_t *job, yajl_val root)
 
         g = yajl_gen_alloc(NULL);
         if (g == NULL) {
-            goto nomem;
+            ngx_http_llm_job_nomem(job);
+            return NGX_ERROR;
         }
 
         ngx_http_llm_gen_value(g, v);
-        resp->echo[i] = ngx_http_llm_gen_text(g, &resp->echo_len[i]);
+        rc = ngx_http_llm_gen_text(job, g, &resp->echo[i]);
         yajl_gen_free(g);
 
-        if (resp->echo[i] == NULL) {
-            goto nomem;
+        if (rc != NGX_OK) {
+            return NGX_ERROR;
         }
     }
 
     return NGX_OK;
-
-nomem:
-
-    ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                           "out of memory");
-    return NGX_ERROR;
 }
 
 
@@ -365,7 +387,6 @@ ngx_http_llm_responses_input(ngx_http_llm_job_t *job, yajl_val input,
     yajl_gen g)
 {
     size_t                    i;
-    ngx_int_t                 rc;
     ngx_uint_t                n;
     ngx_http_llm_resp_msg_t  *msgs;
 
@@ -379,36 +400,29 @@ ngx_http_llm_responses_input(ngx_http_llm_job_t *job, yajl_val input,
         return NGX_OK;
     }
 
-    msgs = calloc(input->u.array.len + 1, sizeof(ngx_http_llm_resp_msg_t));
+    msgs = ngx_pcalloc(job->pool, (input->u.array.len + 1)
+                                  * sizeof(ngx_http_llm_resp_msg_t));
     if (msgs == NULL) {
-        ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                               "out of memory");
+        ngx_http_llm_job_nomem(job);
         return NGX_ERROR;
     }
 
     n = 0;
-    rc = NGX_OK;
 
     for (i = 0; i < input->u.array.len; i++) {
-        rc = ngx_http_llm_responses_item(job, input->u.array.values[i], i,
-                                         msgs, &n);
-        if (rc != NGX_OK) {
-            break;
+        if (ngx_http_llm_responses_item(job, input->u.array.values[i], i,
+                                        msgs, &n)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
         }
     }
 
     for (i = 0; i < n; i++) {
-        if (rc == NGX_OK) {
-            ngx_http_llm_responses_gen_msg(g, &msgs[i]);
-        }
-
-        free(msgs[i].content);
-        free(msgs[i].calls);
+        ngx_http_llm_responses_gen_msg(g, &msgs[i]);
     }
 
-    free(msgs);
-
-    return rc;
+    return NGX_OK;
 }
 
 
@@ -417,7 +431,7 @@ ngx_http_llm_responses_item(ngx_http_llm_job_t *job, yajl_val item,
     size_t index, ngx_http_llm_resp_msg_t *msgs, ngx_uint_t *n)
 {
     const char               *type, *role;
-    yajl_val                  v, *calls;
+    yajl_val                  v, *call;
     ngx_http_llm_resp_msg_t  *m, *prev;
 
     if (!YAJL_IS_OBJECT(item)) {
@@ -427,10 +441,10 @@ ngx_http_llm_responses_item(ngx_http_llm_job_t *job, yajl_val item,
         return NGX_ERROR;
     }
 
-    v = ngx_http_llm_json_get(item, "type");
+    v = llm_json_get(item, "type");
     type = YAJL_IS_STRING(v) ? v->u.string : "message";
 
-    v = ngx_http_llm_json_get(item, "role");
+    v = llm_json_get(item, "role");
     role = YAJL_IS_STRING(v) ? v->u.string : NULL;
 
     /* the assistant message the item may join */
@@ -455,7 +469,7 @@ ngx_http_llm_responses_item(ngx_http_llm_job_t *job, yajl_val item,
         }
 
         if (ngx_strcmp(role, "assistant") == 0 && prev
-            && prev->content == NULL)
+            && prev->content.data == NULL)
         {
             m = prev;
 
@@ -465,15 +479,15 @@ ngx_http_llm_responses_item(ngx_http_llm_job_t *job, yajl_val item,
         }
 
         return ngx_http_llm_responses_text(job,
-                                           ngx_http_llm_json_get(item,
+                                           llm_json_get(item,
                                                                  "content"),
                                            index, m);
     }
 
     if (ngx_strcmp(type, "function_call") == 0) {
 
-        if (!YAJL_IS_STRING(ngx_http_llm_json_get(item, "name"))
-            || !YAJL_IS_STRING(ngx_http_llm_json_get(item, "call_id")))
+        if (!YAJL_IS_STRING(llm_json_get(item, "name"))
+            || !YAJL_IS_STRING(llm_json_get(item, "call_id")))
         {
             ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "input",
                                    "input[%uz]: a function_call needs "
@@ -487,24 +501,30 @@ ngx_http_llm_responses_item(ngx_http_llm_job_t *job, yajl_val item,
             (*n)++;
         }
 
-        calls = realloc(prev->calls, (prev->n_calls + 1) * sizeof(yajl_val));
-        if (calls == NULL) {
-            ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                                   "out of memory");
+        if (prev->calls.elts == NULL
+            && ngx_array_init(&prev->calls, job->pool, 1, sizeof(yajl_val))
+               != NGX_OK)
+        {
+            ngx_http_llm_job_nomem(job);
             return NGX_ERROR;
         }
 
-        prev->calls = calls;
-        prev->calls[prev->n_calls++] = item;
+        call = ngx_array_push(&prev->calls);
+        if (call == NULL) {
+            ngx_http_llm_job_nomem(job);
+            return NGX_ERROR;
+        }
+
+        *call = item;
 
         return NGX_OK;
     }
 
     if (ngx_strcmp(type, "function_call_output") == 0) {
-        v = ngx_http_llm_json_get(item, "output");
+        v = llm_json_get(item, "output");
 
         if (!YAJL_IS_STRING(v)
-            || !YAJL_IS_STRING(ngx_http_llm_json_get(item, "call_id")))
+            || !YAJL_IS_STRING(llm_json_get(item, "call_id")))
         {
             ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "input",
                                    "input[%uz]: a function_call_output "
@@ -514,21 +534,21 @@ ngx_http_llm_responses_item(ngx_http_llm_job_t *job, yajl_val item,
         }
 
         m->role = "tool";
-        m->call_id = ngx_http_llm_json_get(item, "call_id");
+        m->call_id = llm_json_get(item, "call_id");
         (*n)++;
 
         return ngx_http_llm_responses_text(job, v, index, m);
     }
 
     if (ngx_strcmp(type, "reasoning") == 0) {
-        v = ngx_http_llm_json_get(item, "content");
+        v = llm_json_get(item, "content");
 
         if (!YAJL_IS_ARRAY(v) || v->u.array.len == 0) {
-            v = ngx_http_llm_json_get(item, "summary");
+            v = llm_json_get(item, "summary");
         }
 
         v = YAJL_IS_ARRAY(v) && v->u.array.len
-            ? ngx_http_llm_json_get(v->u.array.values[0], "text") : NULL;
+            ? llm_json_get(v->u.array.values[0], "text") : NULL;
 
         if (prev && prev->reasoning == NULL) {
             m = prev;
@@ -558,23 +578,17 @@ static ngx_int_t
 ngx_http_llm_responses_text(ngx_http_llm_job_t *job, yajl_val content,
     size_t index, ngx_http_llm_resp_msg_t *m)
 {
-    size_t      len, bad;
+    size_t      bad;
     ngx_int_t   rc;
 
     static const char  *types[] = { "input_text", "output_text", "text",
                                     NULL };
 
+    /* the text stays in the tree until the messages are generated */
+
     if (YAJL_IS_STRING(content)) {
-        len = ngx_strlen(content->u.string);
-
-        m->content = malloc(len + 1);
-        if (m->content == NULL) {
-            goto nomem;
-        }
-
-        ngx_memcpy(m->content, content->u.string, len + 1);
-        m->content_len = len;
-
+        m->content.data = (u_char *) content->u.string;
+        m->content.len = ngx_strlen(content->u.string);
         return NGX_OK;
     }
 
@@ -586,8 +600,8 @@ ngx_http_llm_responses_text(ngx_http_llm_job_t *job, yajl_val content,
         return NGX_ERROR;
     }
 
-    rc = ngx_http_llm_json_join_text(content, types, 0, &m->content,
-                                     &m->content_len, &bad);
+    rc = ngx_http_llm_json_join_text(content, types, 0, job->pool,
+                                     &m->content, &bad);
 
     if (rc == NGX_DECLINED) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "input",
@@ -597,31 +611,28 @@ ngx_http_llm_responses_text(ngx_http_llm_job_t *job, yajl_val content,
         return NGX_ERROR;
     }
 
-    if (rc == NGX_OK) {
-        return NGX_OK;
+    if (rc == NGX_ERROR) {
+        ngx_http_llm_job_nomem(job);
+        return NGX_ERROR;
     }
 
-nomem:
-
-    ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                           "out of memory");
-    return NGX_ERROR;
+    return NGX_OK;
 }
 
 
 static void
 ngx_http_llm_responses_gen_msg(yajl_gen g, ngx_http_llm_resp_msg_t *m)
 {
+    yajl_val    call, args, *calls;
     ngx_uint_t  i;
-    yajl_val    call, args;
 
     yajl_gen_map_open(g);
     ngx_http_llm_gen_cstr(g, "role");
     ngx_http_llm_gen_cstr(g, m->role);
 
-    if (m->content) {
+    if (m->content.data) {
         ngx_http_llm_gen_cstr(g, "content");
-        yajl_gen_string(g, (u_char *) m->content, m->content_len);
+        yajl_gen_string(g, m->content.data, m->content.len);
     }
 
     if (m->reasoning) {
@@ -629,23 +640,25 @@ ngx_http_llm_responses_gen_msg(yajl_gen g, ngx_http_llm_resp_msg_t *m)
         ngx_http_llm_gen_cstr(g, m->reasoning);
     }
 
-    if (m->n_calls) {
+    if (m->calls.nelts) {
         ngx_http_llm_gen_cstr(g, "tool_calls");
         yajl_gen_array_open(g);
 
-        for (i = 0; i < m->n_calls; i++) {
-            call = m->calls[i];
-            args = ngx_http_llm_json_get(call, "arguments");
+        calls = m->calls.elts;
+
+        for (i = 0; i < m->calls.nelts; i++) {
+            call = calls[i];
+            args = llm_json_get(call, "arguments");
 
             yajl_gen_map_open(g);
             ngx_http_llm_gen_cstr(g, "id");
-            ngx_http_llm_gen_value(g, ngx_http_llm_json_get(call, "call_id"));
+            ngx_http_llm_gen_value(g, llm_json_get(call, "call_id"));
             ngx_http_llm_gen_cstr(g, "type");
             ngx_http_llm_gen_cstr(g, "function");
             ngx_http_llm_gen_cstr(g, "function");
             yajl_gen_map_open(g);
             ngx_http_llm_gen_cstr(g, "name");
-            ngx_http_llm_gen_value(g, ngx_http_llm_json_get(call, "name"));
+            ngx_http_llm_gen_value(g, llm_json_get(call, "name"));
             ngx_http_llm_gen_cstr(g, "arguments");
             ngx_http_llm_gen_cstr(g, YAJL_IS_STRING(args) ? args->u.string
                                                           : "");
@@ -675,10 +688,12 @@ ngx_http_llm_responses_gen_msg(yajl_gen g, ngx_http_llm_resp_msg_t *m)
 static yajl_val
 ngx_http_llm_responses_tools(ngx_http_llm_job_t *job, yajl_val tools)
 {
-    char      *text, errbuf[128];
-    size_t     i, len;
+    char       errbuf[128];
+    size_t     i;
     yajl_gen   g;
     yajl_val   tool, type, tree;
+    ngx_int_t  rc;
+    ngx_str_t  text;
 
     if (job->status || tools == NULL || YAJL_IS_NULL(tools)) {
         return NULL;
@@ -697,18 +712,19 @@ ngx_http_llm_responses_tools(ngx_http_llm_job_t *job, yajl_val tools)
 
     g = yajl_gen_alloc(NULL);
     if (g == NULL) {
-        goto nomem;
+        ngx_http_llm_job_nomem(job);
+        return NULL;
     }
 
     yajl_gen_array_open(g);
 
     for (i = 0; i < tools->u.array.len; i++) {
         tool = tools->u.array.values[i];
-        type = ngx_http_llm_json_get(tool, "type");
+        type = llm_json_get(tool, "type");
 
         if (!YAJL_IS_STRING(type)
             || ngx_strcmp(type->u.string, "function") != 0
-            || !YAJL_IS_STRING(ngx_http_llm_json_get(tool, "name")))
+            || !YAJL_IS_STRING(llm_json_get(tool, "name")))
         {
             yajl_gen_free(g);
             ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "tools",
@@ -724,38 +740,32 @@ ngx_http_llm_responses_tools(ngx_http_llm_job_t *job, yajl_val tools)
         ngx_http_llm_gen_cstr(g, "function");
         yajl_gen_map_open(g);
         ngx_http_llm_gen_cstr(g, "name");
-        ngx_http_llm_gen_value(g, ngx_http_llm_json_get(tool, "name"));
+        ngx_http_llm_gen_value(g, llm_json_get(tool, "name"));
         ngx_http_llm_gen_cstr(g, "description");
-        ngx_http_llm_gen_value(g, ngx_http_llm_json_get(tool, "description"));
+        ngx_http_llm_gen_value(g, llm_json_get(tool, "description"));
         ngx_http_llm_gen_cstr(g, "parameters");
-        ngx_http_llm_gen_value(g, ngx_http_llm_json_get(tool, "parameters"));
+        ngx_http_llm_gen_value(g, llm_json_get(tool, "parameters"));
         yajl_gen_map_close(g);
         yajl_gen_map_close(g);
     }
 
     yajl_gen_array_close(g);
 
-    text = ngx_http_llm_gen_text(g, &len);
+    rc = ngx_http_llm_gen_text(job, g, &text);
     yajl_gen_free(g);
 
-    if (text == NULL) {
-        goto nomem;
+    if (rc != NGX_OK) {
+        return NULL;
     }
 
-    tree = yajl_tree_parse(text, errbuf, sizeof(errbuf));
-    free(text);
+    /* what yajl generated parses: only memory can run out */
+    tree = yajl_tree_parse((char *) text.data, errbuf, sizeof(errbuf));
 
     if (tree == NULL) {
-        goto nomem;
+        ngx_http_llm_job_nomem(job);
     }
 
     return tree;
-
-nomem:
-
-    ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                           "out of memory");
-    return NULL;
 }
 
 
@@ -768,47 +778,49 @@ nomem:
 
 static yajl_val
 ngx_http_llm_responses_messages(ngx_http_llm_job_t *job, yajl_val root,
-    const char *prev, size_t prev_len, const u_char *now, size_t now_len)
+    ngx_str_t *prev, ngx_str_t *now)
 {
-    char                      *text, *sys, errbuf[128];
-    u_char                    *p;
-    size_t                     len, sys_len;
+    char                       errbuf[128];
+    u_char                    *p, *text;
     yajl_gen                   g;
     yajl_val                   v, tree;
+    ngx_str_t                  sys, *history;
     ngx_http_llm_responses_t  *resp;
 
     resp = job->responses;
+    history = &resp->history;
 
     /* the stored array without its brackets */
-    if (prev && prev_len >= 2) {
-        prev++;
-        prev_len -= 2;
+    if (prev->len >= 2) {
+        prev->data++;
+        prev->len -= 2;
     }
 
-    resp->history = malloc(prev_len + 1 + now_len + 1);
-    if (resp->history == NULL) {
-        goto nomem;
+    history->data = ngx_pnalloc(job->pool, prev->len + 1 + now->len + 1);
+    if (history->data == NULL) {
+        ngx_http_llm_job_nomem(job);
+        return NULL;
     }
 
-    p = ngx_cpymem(resp->history, prev, prev_len);
+    p = ngx_cpymem(history->data, prev->data, prev->len);
 
-    if (prev_len && now_len) {
+    if (prev->len && now->len) {
         *p++ = ',';
     }
 
-    p = ngx_cpymem(p, now, now_len);
+    p = ngx_cpymem(p, now->data, now->len);
     *p = '\0';
-    resp->history_len = p - (u_char *) resp->history;
+    history->len = p - history->data;
 
-    sys = NULL;
-    sys_len = 0;
+    ngx_str_null(&sys);
 
-    v = ngx_http_llm_json_get(root, "instructions");
+    v = llm_json_get(root, "instructions");
 
     if (v && YAJL_IS_STRING(v)) {
         g = yajl_gen_alloc(NULL);
         if (g == NULL) {
-            goto nomem;
+            ngx_http_llm_job_nomem(job);
+            return NULL;
         }
 
         yajl_gen_map_open(g);
@@ -818,44 +830,39 @@ ngx_http_llm_responses_messages(ngx_http_llm_job_t *job, yajl_val root,
         ngx_http_llm_gen_cstr(g, v->u.string);
         yajl_gen_map_close(g);
 
-        sys = ngx_http_llm_gen_text(g, &sys_len);
-        yajl_gen_free(g);
-
-        if (sys == NULL) {
-            goto nomem;
+        if (ngx_http_llm_gen_text(job, g, &sys) != NGX_OK) {
+            yajl_gen_free(g);
+            return NULL;
         }
+
+        yajl_gen_free(g);
     }
 
-    if (sys_len + resp->history_len == 0) {
+    if (sys.len + history->len == 0) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "input",
                                "`input` must contain at least one item");
         return NULL;
     }
 
-    len = 1 + sys_len + 1 + resp->history_len + 1;
-
-    text = malloc(len + 1);
+    text = ngx_pnalloc(job->pool, 1 + sys.len + 1 + history->len + 2);
     if (text == NULL) {
-        free(sys);
-        goto nomem;
+        ngx_http_llm_job_nomem(job);
+        return NULL;
     }
 
-    p = (u_char *) text;
+    p = text;
     *p++ = '[';
-    p = ngx_cpymem(p, sys, sys_len);
+    p = ngx_cpymem(p, sys.data, sys.len);
 
-    if (sys_len && resp->history_len) {
+    if (sys.len && history->len) {
         *p++ = ',';
     }
 
-    p = ngx_cpymem(p, resp->history, resp->history_len);
+    p = ngx_cpymem(p, history->data, history->len);
     *p++ = ']';
     *p = '\0';
 
-    free(sys);
-
-    tree = yajl_tree_parse(text, errbuf, sizeof(errbuf));
-    free(text);
+    tree = yajl_tree_parse((char *) text, errbuf, sizeof(errbuf));
 
     if (tree == NULL) {
         /* only a stored conversation can be broken, and it is ours */
@@ -866,38 +873,23 @@ ngx_http_llm_responses_messages(ngx_http_llm_job_t *job, yajl_val root,
     }
 
     return tree;
-
-nomem:
-
-    ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                           "out of memory");
-    return NULL;
 }
 
 
-/* yajl_gen helpers: what was generated, as a malloc()ed string */
+/* yajl_gen helpers: what was generated, NUL-terminated in the pool */
 
-static char *
-ngx_http_llm_gen_text(yajl_gen g, size_t *len)
+static ngx_int_t
+ngx_http_llm_gen_text(ngx_http_llm_job_t *job, yajl_gen g, ngx_str_t *text)
 {
-    char                 *text;
     size_t                n;
     const unsigned char  *buf;
 
     if (yajl_gen_get_buf(g, &buf, &n) != yajl_gen_status_ok) {
-        return NULL;
+        ngx_http_llm_job_nomem(job);
+        return NGX_ERROR;
     }
 
-    text = malloc(n + 1);
-    if (text == NULL) {
-        return NULL;
-    }
-
-    ngx_memcpy(text, buf, n);
-    text[n] = '\0';
-    *len = n;
-
-    return text;
+    return ngx_http_llm_job_copy(job, (const char *) buf, n, text);
 }
 
 

@@ -56,6 +56,8 @@ typedef struct {
 } ngx_http_llm_store_t;
 
 
+static ngx_int_t ngx_http_llm_store_copy(const u_char *id, size_t len,
+    ngx_pool_t *pool, ngx_uint_t response, ngx_str_t *out);
 static ngx_http_llm_stored_t *ngx_http_llm_store_find(
     ngx_http_llm_store_t *st, const u_char *id, size_t len);
 static void ngx_http_llm_store_unlink(ngx_http_llm_store_t *st,
@@ -137,45 +139,36 @@ ngx_http_llm_store_put(ngx_str_t *id, const u_char *messages,
 }
 
 
-/* the thread pool: the conversation, a malloc()ed NUL-terminated copy */
+/* the thread pool: the conversation, copied into the job's pool */
 
-char *
-ngx_http_llm_store_get(const char *id, size_t *len)
+ngx_int_t
+ngx_http_llm_store_messages(const char *id, ngx_pool_t *pool, ngx_str_t *out)
 {
-    char                   *copy;
-    ngx_http_llm_store_t   *st = &ngx_http_llm_store;
-    ngx_http_llm_stored_t  *e;
-
-    copy = NULL;
-
-    pthread_mutex_lock(&st->lock);
-
-    e = ngx_http_llm_store_find(st, (const u_char *) id, ngx_strlen(id));
-
-    if (e) {
-        copy = malloc(e->messages_len + 1);
-
-        if (copy) {
-            ngx_memcpy(copy, e->data, e->messages_len);
-            copy[e->messages_len] = '\0';
-            *len = e->messages_len;
-        }
-    }
-
-    pthread_mutex_unlock(&st->lock);
-
-    return copy;
+    return ngx_http_llm_store_copy((const u_char *) id, ngx_strlen(id), pool,
+                                   0, out);
 }
 
 
-/*
- * The event loop: the response object copied into the pool.  NGX_DECLINED
- * for an unknown id, NGX_ERROR when the copy cannot be allocated.
- */
+/* the event loop: the response object, copied into the request's pool */
 
 ngx_int_t
 ngx_http_llm_store_response(ngx_str_t *id, ngx_pool_t *pool, ngx_str_t *out)
 {
+    return ngx_http_llm_store_copy(id->data, id->len, pool, 1, out);
+}
+
+
+/*
+ * One of an entry's texts copied into the pool.  NGX_DECLINED for an
+ * unknown id, NGX_ERROR when the copy cannot be allocated.
+ */
+
+static ngx_int_t
+ngx_http_llm_store_copy(const u_char *id, size_t len, ngx_pool_t *pool,
+    ngx_uint_t response, ngx_str_t *out)
+{
+    u_char                 *text;
+    size_t                  n;
     ngx_int_t               rc;
     ngx_http_llm_store_t   *st = &ngx_http_llm_store;
     ngx_http_llm_stored_t  *e;
@@ -184,15 +177,17 @@ ngx_http_llm_store_response(ngx_str_t *id, ngx_pool_t *pool, ngx_str_t *out)
 
     pthread_mutex_lock(&st->lock);
 
-    e = ngx_http_llm_store_find(st, id->data, id->len);
+    e = ngx_http_llm_store_find(st, id, len);
 
     if (e) {
-        out->data = ngx_pnalloc(pool, e->response_len);
+        text = response ? e->data + e->messages_len : e->data;
+        n = response ? e->response_len : e->messages_len;
+
+        out->data = ngx_pnalloc(pool, n);
 
         if (out->data) {
-            ngx_memcpy(out->data, e->data + e->messages_len,
-                       e->response_len);
-            out->len = e->response_len;
+            ngx_memcpy(out->data, text, n);
+            out->len = n;
             rc = NGX_OK;
 
         } else {

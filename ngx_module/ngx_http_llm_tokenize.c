@@ -27,8 +27,6 @@
 
 static void ngx_http_llm_tokenize_prompt(ngx_http_llm_job_t *job,
     yajl_val root, yajl_val prompt);
-static void ngx_http_llm_detokenize_parse(ngx_http_llm_job_t *job,
-    yajl_val root);
 
 
 /* the thread pool */
@@ -40,12 +38,7 @@ ngx_http_llm_tokenize_parse(ngx_http_llm_job_t *job, yajl_val root)
     ngx_uint_t  flag;
     yajl_val    messages, prompt, tools;
 
-    if (ngx_http_llm_job_request(job, root) != NGX_OK) {
-        return;
-    }
-
-    if (job->route == NGX_HTTP_LLM_ROUTE_DETOKENIZE) {
-        ngx_http_llm_detokenize_parse(job, root);
+    if (ngx_http_llm_job_model(job, root) != NGX_OK) {
         return;
     }
 
@@ -56,8 +49,8 @@ ngx_http_llm_tokenize_parse(ngx_http_llm_job_t *job, yajl_val root)
 
     job->token_strs = (rc == NGX_HTTP_LLM_FIELD_PRESENT && flag);
 
-    messages = ngx_http_llm_json_get(root, "messages");
-    prompt = ngx_http_llm_json_get(root, "prompt");
+    messages = llm_json_get(root, "messages");
+    prompt = llm_json_get(root, "prompt");
 
     if (messages == NULL || YAJL_IS_NULL(messages)) {
         ngx_http_llm_tokenize_prompt(job, root, prompt);
@@ -86,10 +79,6 @@ static void
 ngx_http_llm_tokenize_prompt(ngx_http_llm_job_t *job, yajl_val root,
     yajl_val prompt)
 {
-    int        n;
-    char       err[LLM_ERR_LEN];
-    int32_t   *ids;
-
     if (prompt == NULL || !YAJL_IS_STRING(prompt)) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt",
                                "`prompt` (a string) or `messages` (a list "
@@ -100,31 +89,25 @@ ngx_http_llm_tokenize_prompt(ngx_http_llm_job_t *job, yajl_val root,
 
     /* as a completions prompt: BOS unless add_special_tokens is false */
 
-    err[0] = '\0';
-    n = llm_tokenizer_encode(llm_model_tokenizer(job->model),
-                             prompt->u.string, ngx_strlen(prompt->u.string),
-                             !YAJL_IS_FALSE(ngx_http_llm_json_get(root,
-                                                  "add_special_tokens")),
-                             &ids, err);
-    if (n < 0) {
-        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "prompt", "%s",
-                               err[0] ? err : "tokenizing the prompt failed");
-        return;
-    }
-
-    (void) ngx_http_llm_job_add_prompt(job, ids, n);
+    (void) ngx_http_llm_job_tokenize(job, prompt->u.string,
+                                     ngx_strlen(prompt->u.string),
+                                     !YAJL_IS_FALSE(llm_json_get(root,
+                                                    "add_special_tokens")),
+                                     "prompt");
 }
 
 
-static void
+void
 ngx_http_llm_detokenize_parse(ngx_http_llm_job_t *job, yajl_val root)
 {
-    int        vocab;
-    size_t     i, n;
-    int32_t   *ids;
-    yajl_val   tokens, v;
+    yajl_val                tokens;
+    ngx_http_llm_prompt_t  *p;
 
-    tokens = ngx_http_llm_json_get(root, "tokens");
+    if (ngx_http_llm_job_model(job, root) != NGX_OK) {
+        return;
+    }
+
+    tokens = llm_json_get(root, "tokens");
 
     if (tokens == NULL || !YAJL_IS_ARRAY(tokens)) {
         ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "tokens",
@@ -134,50 +117,15 @@ ngx_http_llm_detokenize_parse(ngx_http_llm_job_t *job, yajl_val root)
         return;
     }
 
-    n = tokens->u.array.len;
-    vocab = llm_model_vocab_size(job->model);
+    p = ngx_http_llm_job_token_ids(job, tokens, "tokens", "tokens");
 
-    ids = malloc((n ? n : 1) * sizeof(int32_t));
-    if (ids == NULL) {
-        ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                               "out of memory");
-        return;
-    }
-
-    for (i = 0; i < n; i++) {
-        v = tokens->u.array.values[i];
-
-        if (!YAJL_IS_INTEGER(v)) {
-            free(ids);
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "tokens",
-                                   "tokens[%uz] must be a token id, got %s",
-                                   i, ngx_http_llm_json_type(v));
-            return;
-        }
-
-        if (YAJL_GET_INTEGER(v) < 0 || YAJL_GET_INTEGER(v) >= vocab) {
-            free(ids);
-            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "tokens",
-                                   "Token id %L is out of vocabulary "
-                                   "(size %d)", YAJL_GET_INTEGER(v), vocab);
-            return;
-        }
-
-        ids[i] = (int32_t) YAJL_GET_INTEGER(v);
-    }
-
-    job->text = llm_tokenizer_decode(llm_model_tokenizer(job->model), ids, n,
-                                     0, &job->text_len);
-    free(ids);
-
-    if (job->text == NULL) {
-        ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                               "out of memory");
+    if (p != NULL) {
+        (void) ngx_http_llm_job_decode(job, p->ids, p->n, 0, &job->text);
     }
 }
 
 
-/* the event loop: the answer */
+/* the event loop: the answers */
 
 ngx_int_t
 ngx_http_llm_tokenize_send(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
@@ -190,17 +138,7 @@ ngx_http_llm_tokenize_send(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
     const llm_tokenizer    *tok;
 
     job = ctx->job;
-
-    if (ctx->route == NGX_HTTP_LLM_ROUTE_DETOKENIZE) {
-        ngx_http_llm_json_init(&j, r->pool, 64 + job->text_len * 2);
-        ngx_http_llm_json_lit(&j, "{\"prompt\":");
-        ngx_http_llm_json_str(&j, (u_char *) job->text, job->text_len);
-        ngx_http_llm_json_lit(&j, "}");
-
-        return ngx_http_llm_send_json(r, NGX_HTTP_OK, &j);
-    }
-
-    p = &job->prompts[0];
+    p = job->prompts.elts;
     tok = llm_model_tokenizer(ngx_http_llm_worker.model);
 
     ngx_http_llm_json_init(&j, r->pool,
@@ -241,6 +179,23 @@ ngx_http_llm_tokenize_send(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
         ngx_http_llm_json_lit(&j, "null");
     }
 
+    ngx_http_llm_json_lit(&j, "}");
+
+    return ngx_http_llm_send_json(r, NGX_HTTP_OK, &j);
+}
+
+
+ngx_int_t
+ngx_http_llm_detokenize_send(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
+{
+    ngx_str_t            *text;
+    ngx_http_llm_json_t   j;
+
+    text = &ctx->job->text;
+
+    ngx_http_llm_json_init(&j, r->pool, 64 + text->len * 2);
+    ngx_http_llm_json_lit(&j, "{\"prompt\":");
+    ngx_http_llm_json_str(&j, text->data, text->len);
     ngx_http_llm_json_lit(&j, "}");
 
     return ngx_http_llm_send_json(r, NGX_HTTP_OK, &j);

@@ -12,75 +12,81 @@
  * units of the JSON metrics; "-" where a value does not exist, and for all
  * timing variables when llm_log_stats is off.  Token counts, model, id and
  * finish reason stay: they are billing data.
+ *
+ * One handler per kind of value; "data" says which field.
  */
 
 
 #include "ngx_http_llm_module.h"
 
 
-enum {
-    NGX_HTTP_LLM_VAR_REQUEST_ID = 0,
-    NGX_HTTP_LLM_VAR_MODEL,
-    NGX_HTTP_LLM_VAR_PROMPT_TOKENS,
-    NGX_HTTP_LLM_VAR_COMPLETION_TOKENS,
-    NGX_HTTP_LLM_VAR_TOTAL_TOKENS,
-    NGX_HTTP_LLM_VAR_CACHED_TOKENS,
-    NGX_HTTP_LLM_VAR_FINISH_REASON,
-    NGX_HTTP_LLM_VAR_SPEC_ACCEPTANCE,
-    NGX_HTTP_LLM_VAR_TTFT,
-    NGX_HTTP_LLM_VAR_QUEUE,
-    NGX_HTTP_LLM_VAR_GENERATION,
-    NGX_HTTP_LLM_VAR_ITL,
-    NGX_HTTP_LLM_VAR_TPS
-};
-
-
-static ngx_int_t ngx_http_llm_variable(ngx_http_request_t *r,
-    ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_http_llm_ctx_t *ngx_http_llm_variable_ctx(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v);
 static ngx_int_t ngx_http_llm_variable_str(ngx_http_request_t *r,
-    ngx_http_variable_value_t *v, ngx_str_t *s);
+    ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_llm_variable_count(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_llm_variable_total(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_llm_variable_finish(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_llm_variable_spec(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_llm_variable_metric(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_llm_variable_int(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, int64_t value);
+static ngx_int_t ngx_http_llm_variable_fraction(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, double value);
+static ngx_int_t ngx_http_llm_variable_value(ngx_http_variable_value_t *v,
+    u_char *data, size_t len);
 
 
 static ngx_http_variable_t  ngx_http_llm_vars[] = {
 
-    { ngx_string("llm_request_id"), NULL, ngx_http_llm_variable,
-      NGX_HTTP_LLM_VAR_REQUEST_ID, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+    { ngx_string("llm_request_id"), NULL, ngx_http_llm_variable_str,
+      offsetof(ngx_http_llm_ctx_t, id), NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
-    { ngx_string("llm_model"), NULL, ngx_http_llm_variable,
-      NGX_HTTP_LLM_VAR_MODEL, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+    { ngx_string("llm_model"), NULL, ngx_http_llm_variable_str,
+      offsetof(ngx_http_llm_ctx_t, model), NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
-    { ngx_string("llm_prompt_tokens"), NULL, ngx_http_llm_variable,
-      NGX_HTTP_LLM_VAR_PROMPT_TOKENS, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+    { ngx_string("llm_prompt_tokens"), NULL, ngx_http_llm_variable_count,
+      offsetof(llm_request_stats, prompt_tokens),
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
-    { ngx_string("llm_completion_tokens"), NULL, ngx_http_llm_variable,
-      NGX_HTTP_LLM_VAR_COMPLETION_TOKENS, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+    { ngx_string("llm_completion_tokens"), NULL, ngx_http_llm_variable_count,
+      offsetof(llm_request_stats, completion_tokens),
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
-    { ngx_string("llm_total_tokens"), NULL, ngx_http_llm_variable,
-      NGX_HTTP_LLM_VAR_TOTAL_TOKENS, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+    { ngx_string("llm_total_tokens"), NULL, ngx_http_llm_variable_total,
+      0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
-    { ngx_string("llm_cached_tokens"), NULL, ngx_http_llm_variable,
-      NGX_HTTP_LLM_VAR_CACHED_TOKENS, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+    { ngx_string("llm_cached_tokens"), NULL, ngx_http_llm_variable_count,
+      offsetof(llm_request_stats, cached_tokens),
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
-    { ngx_string("llm_finish_reason"), NULL, ngx_http_llm_variable,
-      NGX_HTTP_LLM_VAR_FINISH_REASON, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+    { ngx_string("llm_finish_reason"), NULL, ngx_http_llm_variable_finish,
+      0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
-    { ngx_string("llm_spec_acceptance_length"), NULL, ngx_http_llm_variable,
-      NGX_HTTP_LLM_VAR_SPEC_ACCEPTANCE, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+    { ngx_string("llm_spec_acceptance_length"), NULL,
+      ngx_http_llm_variable_spec, 0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
-    { ngx_string("llm_ttft_ms"), NULL, ngx_http_llm_variable,
-      NGX_HTTP_LLM_VAR_TTFT, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+    { ngx_string("llm_ttft_ms"), NULL, ngx_http_llm_variable_metric,
+      NGX_HTTP_LLM_METRIC_TTFT, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
-    { ngx_string("llm_queue_time_ms"), NULL, ngx_http_llm_variable,
-      NGX_HTTP_LLM_VAR_QUEUE, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+    { ngx_string("llm_queue_time_ms"), NULL, ngx_http_llm_variable_metric,
+      NGX_HTTP_LLM_METRIC_QUEUE, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
-    { ngx_string("llm_generation_time_ms"), NULL, ngx_http_llm_variable,
-      NGX_HTTP_LLM_VAR_GENERATION, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+    { ngx_string("llm_generation_time_ms"), NULL,
+      ngx_http_llm_variable_metric, NGX_HTTP_LLM_METRIC_GENERATION,
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
-    { ngx_string("llm_mean_itl_ms"), NULL, ngx_http_llm_variable,
-      NGX_HTTP_LLM_VAR_ITL, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+    { ngx_string("llm_mean_itl_ms"), NULL, ngx_http_llm_variable_metric,
+      NGX_HTTP_LLM_METRIC_ITL, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
-    { ngx_string("llm_tokens_per_second"), NULL, ngx_http_llm_variable,
-      NGX_HTTP_LLM_VAR_TPS, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+    { ngx_string("llm_tokens_per_second"), NULL,
+      ngx_http_llm_variable_metric, NGX_HTTP_LLM_METRIC_TPS,
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
       ngx_http_null_variable
 };
@@ -105,161 +111,202 @@ ngx_http_llm_add_variables(ngx_conf_t *cf)
 }
 
 
-static ngx_int_t
-ngx_http_llm_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
-    uintptr_t data)
+/* the request's ctx, or NULL and "-" when the engine never saw it */
+
+static ngx_http_llm_ctx_t *
+ngx_http_llm_variable_ctx(ngx_http_request_t *r, ngx_http_variable_value_t *v)
 {
-    u_char                   *p;
-    int                       has;
-    double                    value;
-    int64_t                   count;
-    ngx_str_t                 s;
-    llm_metrics               m;
-    ngx_http_llm_ctx_t       *ctx;
-    const llm_request_stats  *st;
+    ngx_http_llm_ctx_t  *ctx;
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
 
     if (ctx == NULL || !ctx->submitted) {
         v->not_found = 1;
+        return NULL;
+    }
+
+    return ctx;
+}
+
+
+/* data: the offset of an ngx_str_t in the ctx */
+
+static ngx_int_t
+ngx_http_llm_variable_str(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    ngx_str_t           *s;
+    ngx_http_llm_ctx_t  *ctx;
+
+    ctx = ngx_http_llm_variable_ctx(r, v);
+    if (ctx == NULL) {
         return NGX_OK;
     }
 
-    st = &ctx->stats;
+    s = (ngx_str_t *) ((u_char *) ctx + data);
 
-    switch (data) {
-
-    case NGX_HTTP_LLM_VAR_REQUEST_ID:
-        return ngx_http_llm_variable_str(r, v, &ctx->id);
-
-    case NGX_HTTP_LLM_VAR_MODEL:
-        return ngx_http_llm_variable_str(r, v, &ctx->model);
-
-    case NGX_HTTP_LLM_VAR_FINISH_REASON:
-        if (ctx->finish == LLM_FINISH_NONE) {
-            v->not_found = 1;
-            return NGX_OK;
-        }
-
-        s.data = (u_char *) llm_finish_reason_str(ctx->finish);
-        s.len = ngx_strlen(s.data);
-        return ngx_http_llm_variable_str(r, v, &s);
-
-    case NGX_HTTP_LLM_VAR_PROMPT_TOKENS:
-        count = st->prompt_tokens;
-        goto integer;
-
-    case NGX_HTTP_LLM_VAR_COMPLETION_TOKENS:
-        count = st->completion_tokens;
-        goto integer;
-
-    case NGX_HTTP_LLM_VAR_TOTAL_TOKENS:
-        count = (int64_t) st->prompt_tokens + st->completion_tokens;
-        goto integer;
-
-    case NGX_HTTP_LLM_VAR_CACHED_TOKENS:
-        count = st->cached_tokens;
-        goto integer;
-
-    case NGX_HTTP_LLM_VAR_SPEC_ACCEPTANCE:
-        if (st->num_spec_tokens <= 0) {
-            v->not_found = 1;       /* no llm_speculative */
-            return NGX_OK;
-        }
-
-        /* mean_acceptance_length: 1.0 when nothing was drafted */
-        value = st->num_spec_steps > 0
-                ? 1.0 + (double) st->num_accepted_tokens / st->num_spec_steps
-                : 1.0;
-        goto fraction;
-
-    default:
-        break;
+    if (s->len == 0) {
+        v->not_found = 1;
+        return NGX_OK;
     }
 
-    /* the timing variables */
+    return ngx_http_llm_variable_value(v, s->data, s->len);
+}
+
+
+/* data: the offset of a count in llm_request_stats */
+
+static ngx_int_t
+ngx_http_llm_variable_count(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    ngx_http_llm_ctx_t  *ctx;
+
+    ctx = ngx_http_llm_variable_ctx(r, v);
+    if (ctx == NULL) {
+        return NGX_OK;
+    }
+
+    return ngx_http_llm_variable_int(r, v,
+                                     *(int *) ((u_char *) &ctx->stats + data));
+}
+
+
+static ngx_int_t
+ngx_http_llm_variable_total(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    ngx_http_llm_ctx_t  *ctx;
+
+    ctx = ngx_http_llm_variable_ctx(r, v);
+    if (ctx == NULL) {
+        return NGX_OK;
+    }
+
+    return ngx_http_llm_variable_int(r, v,
+                                     (int64_t) ctx->stats.prompt_tokens
+                                     + ctx->stats.completion_tokens);
+}
+
+
+static ngx_int_t
+ngx_http_llm_variable_finish(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    u_char              *p;
+    ngx_http_llm_ctx_t  *ctx;
+
+    ctx = ngx_http_llm_variable_ctx(r, v);
+    if (ctx == NULL) {
+        return NGX_OK;
+    }
+
+    if (ctx->finish == LLM_FINISH_NONE) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    p = (u_char *) llm_finish_reason_str(ctx->finish);
+
+    return ngx_http_llm_variable_value(v, p, ngx_strlen(p));
+}
+
+
+/* mean_acceptance_length; "-" without llm_speculative */
+
+static ngx_int_t
+ngx_http_llm_variable_spec(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    ngx_http_llm_ctx_t  *ctx;
+
+    ctx = ngx_http_llm_variable_ctx(r, v);
+    if (ctx == NULL) {
+        return NGX_OK;
+    }
+
+    if (ctx->stats.num_spec_tokens <= 0) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    return ngx_http_llm_variable_fraction(r, v,
+                               ngx_http_llm_spec_acceptance(&ctx->stats));
+}
+
+
+/* data: NGX_HTTP_LLM_METRIC_*, one of the metrics object's fields */
+
+static ngx_int_t
+ngx_http_llm_variable_metric(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    llm_metrics                   m;
+    ngx_http_llm_ctx_t           *ctx;
+    const ngx_http_llm_metric_t  *f;
+
+    ctx = ngx_http_llm_variable_ctx(r, v);
+    if (ctx == NULL) {
+        return NGX_OK;
+    }
 
     if (!ctx->log_stats) {
         v->not_found = 1;
         return NGX_OK;
     }
 
-    llm_metrics_compute(st, &m);
+    llm_metrics_compute(&ctx->stats, &m);
+    f = &ngx_http_llm_metrics[data];
 
-    switch (data) {
-
-    case NGX_HTTP_LLM_VAR_TTFT:
-        has = m.has_ttft;
-        value = m.ttft_ms;
-        break;
-
-    case NGX_HTTP_LLM_VAR_QUEUE:
-        has = m.has_queue;
-        value = m.queue_ms;
-        break;
-
-    case NGX_HTTP_LLM_VAR_GENERATION:
-        has = m.has_generation;
-        value = m.generation_ms;
-        break;
-
-    case NGX_HTTP_LLM_VAR_ITL:
-        has = m.has_mean_itl;
-        value = m.mean_itl_ms;
-        break;
-
-    default: /* NGX_HTTP_LLM_VAR_TPS */
-        has = m.has_tps;
-        value = m.tokens_per_second;
-        break;
-    }
-
-    if (!has) {
+    if (!*(int *) ((u_char *) &m + f->has)) {
         v->not_found = 1;
         return NGX_OK;
     }
 
-fraction:
+    return ngx_http_llm_variable_fraction(r, v,
+                                    *(double *) ((u_char *) &m + f->value));
+}
 
-    p = ngx_pnalloc(r->pool, NGX_INT64_LEN + 5);
-    if (p == NULL) {
-        return NGX_ERROR;
-    }
 
-    v->len = ngx_sprintf(p, "%.3f", value) - p;
-    goto done;
-
-integer:
+static ngx_int_t
+ngx_http_llm_variable_int(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, int64_t value)
+{
+    u_char  *p;
 
     p = ngx_pnalloc(r->pool, NGX_INT64_LEN);
     if (p == NULL) {
         return NGX_ERROR;
     }
 
-    v->len = ngx_sprintf(p, "%L", count) - p;
+    return ngx_http_llm_variable_value(v, p, ngx_sprintf(p, "%L", value) - p);
+}
 
-done:
 
-    v->data = p;
-    v->valid = 1;
-    v->no_cacheable = 0;
-    v->not_found = 0;
+/* three decimals */
 
-    return NGX_OK;
+static ngx_int_t
+ngx_http_llm_variable_fraction(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, double value)
+{
+    u_char  *p;
+
+    p = ngx_pnalloc(r->pool, NGX_INT64_LEN + 5);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    return ngx_http_llm_variable_value(v, p,
+                                       ngx_sprintf(p, "%.3f", value) - p);
 }
 
 
 static ngx_int_t
-ngx_http_llm_variable_str(ngx_http_request_t *r, ngx_http_variable_value_t *v,
-    ngx_str_t *s)
+ngx_http_llm_variable_value(ngx_http_variable_value_t *v, u_char *data,
+    size_t len)
 {
-    if (s->len == 0) {
-        v->not_found = 1;
-        return NGX_OK;
-    }
-
-    v->data = s->data;
-    v->len = s->len;
+    v->data = data;
+    v->len = len;
     v->valid = 1;
     v->no_cacheable = 0;
     v->not_found = 0;

@@ -310,6 +310,16 @@ is(log_fields($line // '')->{spec}, '1.000',
 ($line) = grep { m{^/v1/} } @{ $p->access_log };
 is(log_fields($line // '')->{spec}, '-', 'without llm_speculative: "-"');
 
+# with llm_speculative, requests the engine never saw (refused, /tokenize)
+# have no value either: "-", nginx's not found, not an empty string
+$t->post('/v1/completions', { prompt => 'x', max_tokens => 0 });
+$t->post('/v1/tokenize', { prompt => 'x' });
+for my $req ('/v1/completions 400', '/v1/tokenize 200') {
+    $line = $t->wait_log_line(qr{^\Q$req\E });
+    is(log_fields($line // '')->{spec}, '-',
+       "\$llm_spec_acceptance_length with llm_speculative, $req: \"-\"");
+}
+
 # --- spec metrics none (a location): the timing object only ---
 
 $r = $t->post('/nospec/v1/completions', { prompt => 'x', max_tokens => 3,

@@ -1,8 +1,8 @@
 
 /*
- * ngx_http_llm_metrics.c -- per-request metrics (vLLM's
- * --enable-per-request-metrics and --per-request-spec-decode-metrics) and
- * usage, from the engine's record.
+ * ngx_http_llm_usage.c -- usage and the per-request metrics (vLLM's
+ * --enable-per-request-metrics and --per-request-spec-decode-metrics) as
+ * JSON, from the engine's record.
  *
  * The engine stamps four timestamps per request, once per step, on one
  * monotonic clock (0 = unset); llm_metrics_compute() turns them into the
@@ -28,6 +28,25 @@ static void ngx_http_llm_usage_counts(ngx_http_llm_json_t *j, int64_t prompt,
     int64_t completion);
 
 
+/* in vLLM's key order; the variables name them too */
+
+const ngx_http_llm_metric_t  ngx_http_llm_metrics[] = {
+    { ngx_string("\"time_to_first_token_ms\":"),
+      offsetof(llm_metrics, has_ttft), offsetof(llm_metrics, ttft_ms) },
+    { ngx_string("\"generation_time_ms\":"),
+      offsetof(llm_metrics, has_generation),
+      offsetof(llm_metrics, generation_ms) },
+    { ngx_string("\"queue_time_ms\":"),
+      offsetof(llm_metrics, has_queue), offsetof(llm_metrics, queue_ms) },
+    { ngx_string("\"mean_itl_ms\":"),
+      offsetof(llm_metrics, has_mean_itl),
+      offsetof(llm_metrics, mean_itl_ms) },
+    { ngx_string("\"tokens_per_second\":"),
+      offsetof(llm_metrics, has_tps),
+      offsetof(llm_metrics, tokens_per_second) }
+};
+
+
 /*
  * The "metrics" object.  drop_nulls: the final usage chunk of a stream,
  * which vLLM serializes with exclude_none ("{}" when all are null).
@@ -37,16 +56,10 @@ ngx_int_t
 ngx_http_llm_metrics_json(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
     ngx_uint_t drop_nulls)
 {
-    double       value[5];
-    ngx_int_t    has[5];
-    ngx_uint_t   i, first;
-    llm_metrics  m;
-
-    /* vLLM's key order */
-    static const char  *keys[] = {
-        "\"time_to_first_token_ms\":", "\"generation_time_ms\":",
-        "\"queue_time_ms\":", "\"mean_itl_ms\":", "\"tokens_per_second\":"
-    };
+    int                           has;
+    ngx_uint_t                    i, first;
+    llm_metrics                   m;
+    const ngx_http_llm_metric_t  *f;
 
     if (ctx->timing) {
         llm_metrics_compute(&ctx->stats, &m);
@@ -55,19 +68,15 @@ ngx_http_llm_metrics_json(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
         ngx_memzero(&m, sizeof(llm_metrics));
     }
 
-    has[0] = m.has_ttft;        value[0] = m.ttft_ms;
-    has[1] = m.has_generation;  value[1] = m.generation_ms;
-    has[2] = m.has_queue;       value[2] = m.queue_ms;
-    has[3] = m.has_mean_itl;    value[3] = m.mean_itl_ms;
-    has[4] = m.has_tps;         value[4] = m.tokens_per_second;
-
     ngx_http_llm_json_lit(j, "{");
 
     first = 1;
 
-    for (i = 0; i < 5; i++) {
+    for (i = 0; i < NGX_HTTP_LLM_METRIC_N; i++) {
+        f = &ngx_http_llm_metrics[i];
+        has = *(int *) ((u_char *) &m + f->has);
 
-        if (!has[i] && drop_nulls) {
+        if (!has && drop_nulls) {
             continue;
         }
 
@@ -77,10 +86,11 @@ ngx_http_llm_metrics_json(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
 
         first = 0;
 
-        ngx_http_llm_json_raw(j, keys[i], ngx_strlen(keys[i]));
+        ngx_http_llm_json_raw(j, f->key.data, f->key.len);
 
-        if (has[i]) {
-            ngx_http_llm_json_double(j, value[i]);
+        if (has) {
+            ngx_http_llm_json_double(j, *(double *) ((u_char *) &m
+                                                      + f->value));
 
         } else {
             ngx_http_llm_json_lit(j, "null");
@@ -115,19 +125,17 @@ ngx_http_llm_spec_json(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
     ngx_uint_t drop_nulls)
 {
     int                       i, k;
-    double                    mean, rate;
+    double                    rate;
     const llm_request_stats  *s;
 
     s = &ctx->stats;
     k = ngx_min(s->num_spec_tokens, LLM_SPEC_MAX_TOKENS);
 
-    mean = s->num_spec_steps > 0
-           ? 1.0 + (double) s->num_accepted_tokens / s->num_spec_steps : 1.0;
     rate = s->num_draft_tokens > 0
            ? (double) s->num_accepted_tokens / s->num_draft_tokens : 0.0;
 
     ngx_http_llm_json_lit(j, "{\"mean_acceptance_length\":");
-    ngx_http_llm_json_double(j, mean);
+    ngx_http_llm_json_double(j, ngx_http_llm_spec_acceptance(s));
     ngx_http_llm_json_lit(j, ",\"draft_acceptance_rate\":");
     ngx_http_llm_json_double(j, rate);
 
@@ -163,6 +171,16 @@ ngx_http_llm_spec_json(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
     }
 
     ngx_http_llm_json_lit(j, "}");
+}
+
+
+/* mean_acceptance_length: 1.0 when no verify step had drafts */
+
+double
+ngx_http_llm_spec_acceptance(const llm_request_stats *s)
+{
+    return s->num_spec_steps > 0
+           ? 1.0 + (double) s->num_accepted_tokens / s->num_spec_steps : 1.0;
 }
 
 

@@ -1,6 +1,6 @@
 
 /*
- * ngx_http_llm_engine.c -- the worker's engine and the bridge between the
+ * ngx_http_llm_bridge.c -- the worker's engine and the bridge between the
  * engine thread and the nginx event loop.
  *
  *   init_process   eventfd registered in the event loop, then a loader
@@ -44,11 +44,10 @@ static ngx_int_t ngx_http_llm_seq_create(ngx_http_request_t *r,
     ngx_http_llm_seq_t *seq);
 static void ngx_http_llm_ctx_stats(ngx_http_llm_ctx_t *ctx);
 static void ngx_http_llm_earliest(double *t, double v);
-static ngx_int_t ngx_http_llm_append_array(ngx_pool_t *pool, void **array,
-    ngx_uint_t *len, ngx_uint_t *cap, const void *add, ngx_uint_t n,
-    size_t elt);
 static ngx_int_t ngx_http_llm_append(ngx_http_llm_seq_t *seq,
     const llm_output *out);
+static ngx_int_t ngx_http_llm_append_array(ngx_pool_t *pool, ngx_array_t *a,
+    const void *add, ngx_uint_t n, size_t size, ngx_uint_t first);
 
 
 ngx_http_llm_worker_t         ngx_http_llm_worker;
@@ -68,7 +67,6 @@ ngx_http_llm_engine_start(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf)
 
     ngx_queue_init(&w->ready);
     w->efd = -1;
-    w->created = ngx_time();
     ngx_cpystrn((u_char *) w->error, (u_char *) "the model is loading",
                 sizeof(w->error));
 
@@ -267,7 +265,6 @@ ngx_http_llm_loaded(ngx_log_t *log)
     w->engine = ld->engine;
     w->model = llm_engine_model(w->engine);
     w->max_model_len = llm_engine_max_model_len(w->engine);
-    w->created = ngx_time();
     w->error[0] = '\0';
 
     /* which device llm_device chose, and why: "auto" on a machine
@@ -336,10 +333,12 @@ ngx_http_llm_engine_submit(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
     ngx_uint_t              i, k;
     ngx_http_llm_job_t     *job;
     ngx_http_llm_seq_t     *seq;
+    ngx_http_llm_prompt_t  *prompts;
 
     job = ctx->job;
+    prompts = job->prompts.elts;
 
-    ctx->n_seqs = job->n_prompts * job->n;
+    ctx->n_seqs = job->prompts.nelts * job->n;
     ctx->seqs = ngx_pcalloc(r->pool,
                             ctx->n_seqs * sizeof(ngx_http_llm_seq_t));
     if (ctx->seqs == NULL) {
@@ -350,7 +349,7 @@ ngx_http_llm_engine_submit(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
         seq = &ctx->seqs[i];
         seq->ctx = ctx;
         seq->index = i;
-        seq->prompt = &job->prompts[i / job->n];
+        seq->prompt = &prompts[i / job->n];
         seq->leader = (i % job->n == 0);
         seq->stop_token = -1;
         seq->stats.prompt_tokens = seq->prompt->n;
@@ -622,35 +621,11 @@ ngx_http_llm_earliest(double *t, double v)
 }
 
 
-/* Appends n elements of elt bytes to an array in the pool that doubles as
- * it grows. */
-
-static ngx_int_t
-ngx_http_llm_append_array(ngx_pool_t *pool, void **array, ngx_uint_t *len,
-    ngx_uint_t *cap, const void *add, ngx_uint_t n, size_t elt)
-{
-    ngx_uint_t   size;
-    u_char      *p;
-
-    if (*len + n > *cap) {
-        size = ngx_max(*cap * 2, *len + n);
-
-        p = ngx_palloc(pool, size * elt);
-        if (p == NULL) {
-            return NGX_ERROR;
-        }
-
-        ngx_memcpy(p, *array, *len * elt);
-        *array = p;
-        *cap = size;
-    }
-
-    ngx_memcpy((u_char *) *array + *len * elt, add, n * elt);
-    *len += n;
-
-    return NGX_OK;
-}
-
+/*
+ * A drain's output joins what the sequence has not written yet: text, and
+ * the token ids and logprob records when asked for; the records of the
+ * prompt and of the verify steps come once, with the final output.
+ */
 
 static ngx_int_t
 ngx_http_llm_append(ngx_http_llm_seq_t *seq, const llm_output *out)
@@ -663,40 +638,27 @@ ngx_http_llm_append(ngx_http_llm_seq_t *seq, const llm_output *out)
     ctx = seq->ctx;
     pool = ctx->request->pool;
 
-    if (seq->text_len + out->text_len > seq->text_cap) {
-        size = ngx_max(seq->text_cap * 2, seq->text_len + out->text_len);
-        size = ngx_max(size, 256);
-
-        p = ngx_pnalloc(pool, size);
-        if (p == NULL) {
-            return NGX_ERROR;
-        }
-
-        ngx_memcpy(p, seq->text, seq->text_len);
-        seq->text = p;
-        seq->text_cap = size;
-    }
-
-    if (out->text_len) {
-        ngx_memcpy(seq->text + seq->text_len, out->text, out->text_len);
-        seq->text_len += out->text_len;
+    if (ngx_http_llm_append_array(pool, &seq->text, out->text, out->text_len,
+                                  1, 256)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
     }
 
     seq->new_ids += out->n_ids;
 
-    if (ctx->job->return_token_ids && out->n_ids
-        && ngx_http_llm_append_array(pool, (void **) &seq->ids, &seq->n_ids,
-                                     &seq->ids_cap, out->ids, out->n_ids,
-                                     sizeof(int32_t))
+    if (ctx->job->return_token_ids
+        && ngx_http_llm_append_array(pool, &seq->ids, out->ids, out->n_ids,
+                                     sizeof(int32_t), 16)
            != NGX_OK)
     {
         return NGX_ERROR;
     }
 
-    if (out->logprobs && out->n_ids
-        && ngx_http_llm_append_array(pool, (void **) &seq->lp, &seq->n_lp,
-                                     &seq->lp_cap, out->logprobs, out->n_ids,
-                                     sizeof(llm_token_logprob))
+    if (out->logprobs
+        && ngx_http_llm_append_array(pool, &seq->lp, out->logprobs,
+                                     out->n_ids, sizeof(llm_token_logprob),
+                                     16)
            != NGX_OK)
     {
         return NGX_ERROR;
@@ -747,6 +709,35 @@ ngx_http_llm_append(ngx_http_llm_seq_t *seq, const llm_output *out)
             ctx->n_spec_step = size;
         }
     }
+
+    return NGX_OK;
+}
+
+
+/* n elements of an array in the pool, which starts with room for "first" */
+
+static ngx_int_t
+ngx_http_llm_append_array(ngx_pool_t *pool, ngx_array_t *a, const void *add,
+    ngx_uint_t n, size_t size, ngx_uint_t first)
+{
+    void  *p;
+
+    if (a->elts == NULL
+        && ngx_array_init(a, pool, ngx_max(n, first), size) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    if (n == 0) {
+        return NGX_OK;
+    }
+
+    p = ngx_array_push_n(a, n);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_memcpy(p, add, n * size);
 
     return NGX_OK;
 }
