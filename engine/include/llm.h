@@ -262,6 +262,12 @@ char *llm_chat_template_render_flags(const llm_chat_template *t,
 struct yajl_val_s *llm_json_parse(const char *text, size_t len, int max_depth,
     char *err);
 
+/* The depth the nginx module parses request bodies with (and the chat
+ * template tool-call arguments): far deeper than any real request (a tool's
+ * JSON schema rarely passes 10), and well within the 128 levels of yajl_gen,
+ * which writes some of it back (the Responses API echoes fields). */
+#define LLM_JSON_MAX_DEPTH 64
+
 /* Frees a tree from llm_json_parse() or yajl_tree_parse() (and nodes added
  * to it with malloc), iteratively: use it instead of yajl_tree_free(). */
 void llm_json_free(struct yajl_val_s *root);
@@ -273,6 +279,11 @@ struct yajl_val_s *llm_json_get(struct yajl_val_s *obj, const char *key);
 /* 1 if s[0..n) is UTF-8 in the strict sense (no overlong forms, no
  * surrogates, nothing above U+10FFFF). */
 int llm_utf8_valid(const char *s, size_t n);
+
+/* s[0..n) into out (room for 3 * n bytes) with every ill-formed sequence
+ * replaced by U+FFFD, one for each maximal subpart (what Python's
+ * decode(errors="replace") does); returns the length written. */
+size_t llm_utf8_repair(const char *s, size_t n, char *out);
 
 /* 2 * n_bytes lowercase hex digits and a NUL: n_bytes from the kernel's
  * CSPRNG (getrandom), for ids that must not be predictable (16 bytes give

@@ -364,7 +364,7 @@ llm_parse_tool_arguments(jinja_vm *vm, jv messages)
     size_t    i, k;
     jv        m, role, calls, fn, args;
     yajl_val  tree;
-    char     *text, yerr[128];
+    char      yerr[LLM_ERR_LEN];
 
     for (i = 0; i < messages.u.list->n; i++) {
         m = messages.u.list->items[i];
@@ -389,14 +389,15 @@ llm_parse_tool_arguments(jinja_vm *vm, jv messages)
             if (args.type != JV_STR) {
                 continue;
             }
-            text = jinja_strdup(vm, args.u.s, args.len);
-            tree = yajl_tree_parse(text, yerr, sizeof(yerr));
+            /* a client's JSON: within the depth of the body it came in,
+             * which keeps the conversion below its own bound */
+            tree = llm_json_parse(args.u.s, args.len, LLM_JSON_MAX_DEPTH, yerr);
             if (tree == NULL) {
                 jinja_fail(vm, "messages[%zu].tool_calls[%zu].function.arguments "
                            "is not valid JSON", i, k);
             }
             args = llm_json_value_copy(vm, tree, 0);
-            yajl_tree_free(tree);
+            llm_json_free(tree);
             jv_dict_set(vm, fn, jv_lit("arguments"), args);
         }
     }

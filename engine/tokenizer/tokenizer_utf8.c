@@ -73,41 +73,6 @@ llm_tok_buf_free(llm_tok_buf *b)
 /* ---- UTF-8 (validation and decoding: util/utf8.c) ---- */
 
 
-/*
- * The maximal subpart at s: how many bytes one U+FFFD replaces.  It is the
- * longest prefix of a well-formed sequence (at least one byte), the rule of
- * Unicode 15 section 3.9 that Python, Rust and browsers follow.
- */
-static size_t
-llm_utf8_subpart_len(const unsigned char *s, size_t n)
-{
-    unsigned char  c = s[0], lo = 0x80, hi = 0xBF;
-    size_t         need, i;
-
-    if (c >= 0xC2 && c <= 0xDF) {
-        need = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        need = 3;
-        lo = (c == 0xE0) ? 0xA0 : 0x80;
-        hi = (c == 0xED) ? 0x9F : 0xBF;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 4;
-        lo = (c == 0xF0) ? 0x90 : 0x80;
-        hi = (c == 0xF4) ? 0x8F : 0xBF;
-    } else {
-        return 1;
-    }
-    for (i = 1; i < need && i < n; i++) {
-        if (s[i] < lo || s[i] > hi) {
-            break;
-        }
-        lo = 0x80;
-        hi = 0xBF;
-    }
-    return i;
-}
-
-
 void
 llm_utf8_sanitize(const char *str, size_t n, llm_tok_buf *out)
 {

@@ -284,7 +284,8 @@ llm_json_parse(const char *text, size_t len, int max_depth, char *err)
     if (st != yajl_status_ok && err[0] == '\0') {
         /* yajl's first line; further lines quote the input */
         msg = yajl_get_error(h, 0, (const unsigned char *) text, len);
-        llm_errf(err, "%s", (const char *) msg);
+        llm_errf(err, "the request body is not valid JSON: %s",
+                 (const char *) msg);
         yajl_free_error(h, msg);
         if ((nl = strchr(err, '\n')) != NULL) {
             *nl = '\0';

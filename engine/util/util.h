@@ -51,6 +51,9 @@ static inline uint16_t llm_f32_to_bf16(float f)
 /* Length of the well-formed UTF-8 sequence at s[0..n), or 0 if s does not
  * start with one (Unicode 15, table 3-7). */
 size_t llm_utf8_seq_len(const unsigned char *s, size_t n);
+/* The maximal subpart at s[0..n) (which does not start a well-formed
+ * sequence): how many bytes one U+FFFD replaces. */
+size_t llm_utf8_subpart_len(const unsigned char *s, size_t n);
 /* Decodes the character at s[i] of a string known to be valid UTF-8;
  * returns its byte length. */
 size_t llm_utf8_decode(const char *s, size_t i, uint32_t *cp);

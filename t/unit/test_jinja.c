@@ -319,6 +319,25 @@ test_load(void)
 }
 
 
+/* messages with one tool call whose arguments are an array n deep
+ * (malloc'd) */
+static char *
+deep_arguments(int n)
+{
+    static const char  head[] = "[{\"role\":\"assistant\",\"tool_calls\":["
+                                "{\"function\":{\"name\":\"f\",\"arguments\":\"";
+    static const char  tail[] = "\"}}]}]";
+    char               *text, *p;
+
+    text = malloc(sizeof(head) + 2 * (size_t) n + sizeof(tail));
+    p = text + sprintf(text, "%s", head);
+    memset(p, '[', (size_t) n);
+    memset(p + n, ']', (size_t) n);
+    strcpy(p + 2 * n, tail);
+    return text;
+}
+
+
 static void
 test_tool_arguments(void)
 {
@@ -329,8 +348,9 @@ test_tool_arguments(void)
         "{\"function\":{\"name\":\"g\",\"arguments\":\"\"}},"
         "{\"function\":{\"name\":\"h\",\"arguments\":{\"b\":2}}}]},"
         "{\"role\":\"user\",\"tool_calls\":[{\"function\":{\"arguments\":\"{}\"}}]}]";
-    char                err[LLM_ERR_LEN], *out;
+    char                err[LLM_ERR_LEN], *out, *text;
     size_t              len;
+    int                 i, depth;
     llm_chat_template  *t = llm_chat_template_parse(src, strlen(src), NULL, NULL, err);
     yajl_val            m = json(msgs), bad;
 
@@ -351,6 +371,20 @@ test_tool_arguments(void)
     tap_ok(out == NULL && strstr(err, "messages[0].tool_calls[0].function.arguments") != NULL,
            "arguments that are not JSON are an error: %s", err);
     yajl_tree_free(bad);
+    for (i = 0; i < 3; i++) {
+        depth = i == 2 ? 300000 : LLM_JSON_MAX_DEPTH + i;
+        text = deep_arguments(depth);
+        bad = json(text);
+        out = llm_chat_template_render_flags(t, bad, NULL, NULL, 0, NULL,
+                                             LLM_CHAT_TOOL_ARGS_JSON, &len, err);
+        tap_ok(i == 0 ? out != NULL
+                      : out == NULL && strstr(err, "is not valid JSON") != NULL,
+               "arguments nested %d deep: %s", depth,
+               i == 0 ? "parsed" : "refused as a request body is, no stack overflow");
+        free(out);
+        free(text);
+        yajl_tree_free(bad);
+    }
     yajl_tree_free(m);
     llm_chat_template_free(t);
 }

@@ -1,6 +1,7 @@
 /*
  * test_util.c -- engine/util's small primitives: llm_random_hex() (ids),
- * llm_utf8_valid() (strict UTF-8), llm_pyfloat() at its edges.
+ * llm_utf8_valid() (strict UTF-8), llm_utf8_repair() (U+FFFD for what is
+ * not), llm_pyfloat() at its edges.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -72,10 +73,41 @@ test_utf8(void)
 }
 
 
+/* Python's bytes.decode("utf-8", "replace") of the same bytes */
+static void
+test_utf8_repair(void)
+{
+    static const struct { const char *in, *out; } cases[] = {
+        { "plain", "plain" },
+        { "caf\xc3\xa9", "caf\xc3\xa9" },
+        { "bad\xc0\xaf!", "bad\xef\xbf\xbd\xef\xbf\xbd!" },
+        { "\xe2\x82", "\xef\xbf\xbd" },                /* one subpart */
+        { "\xe2\x82x", "\xef\xbf\xbdx" },
+        { "\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" },
+        { "\xf0\x9f\x98", "\xef\xbf\xbd" },
+        { "\xf0\x9f\x98\x80\xff", "\xf0\x9f\x98\x80\xef\xbf\xbd" },
+        { "\xff\xfe", "\xef\xbf\xbd\xef\xbf\xbd" },
+        { "\x80\x80", "\xef\xbf\xbd\xef\xbf\xbd" },
+    };
+    char    out[64];
+    size_t  i, n, len;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        n = strlen(cases[i].in);
+        len = llm_utf8_repair(cases[i].in, n, out);
+        tap_ok(len == strlen(cases[i].out)
+               && memcmp(out, cases[i].out, len) == 0
+               && llm_utf8_valid(out, len) && len <= 3 * n,
+               "repair case %zu as Python's errors=\"replace\"", i);
+    }
+}
+
+
 int
 main(void)
 {
     test_random_hex();
     test_utf8();
+    test_utf8_repair();
     return tap_done();
 }
