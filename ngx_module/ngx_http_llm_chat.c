@@ -288,8 +288,8 @@ ngx_http_llm_chat_content(ngx_http_llm_job_t *job, yajl_val msg,
     node->type = yajl_t_string;
     node->u.string = s;
 
-    /* the tree owns the new node; yajl_tree_free() releases both */
-    yajl_tree_free(*content);
+    /* the tree owns the new node; llm_json_free() releases both */
+    llm_json_free(*content);
     *content = node;
 
     return NGX_OK;

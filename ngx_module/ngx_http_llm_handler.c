@@ -31,7 +31,7 @@ static void ngx_http_llm_body_handler(ngx_http_request_t *r);
 static void ngx_http_llm_ctx_init(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx, ngx_http_llm_job_t *job);
 static void ngx_http_llm_prepare(void *data, ngx_log_t *log);
-static u_char *ngx_http_llm_read_body(ngx_http_llm_job_t *job);
+static u_char *ngx_http_llm_read_body(ngx_http_llm_job_t *job, size_t *len);
 static void ngx_http_llm_prepared(ngx_event_t *ev);
 static void ngx_http_llm_start(ngx_http_request_t *r);
 static void ngx_http_llm_guard_handler(ngx_event_t *ev);
@@ -188,36 +188,33 @@ ngx_http_llm_ctx_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
 }
 
 
-/* runs in a thread of llm_thread_pool: the job's pool, no nginx request */
+/*
+ * Runs in a thread of llm_thread_pool: the job's pool, no nginx request.
+ * The body is parsed strictly (llm_json_parse: UTF-8, no NUL, nothing
+ * after the value) and at most LLM_JSON_MAX_DEPTH deep, without recursion
+ * in parsing or freeing, so no body can exhaust the thread's stack.
+ */
 
 static void
 ngx_http_llm_prepare(void *data, ngx_log_t *log)
 {
     ngx_http_llm_job_t  *job = *(ngx_http_llm_job_t **) data;
 
-    u_char    *body, *p;
+    u_char    *body;
+    size_t     len;
     yajl_val   root;
-    char       errbuf[256];
+    char       err[LLM_ERR_LEN];
 
-    body = ngx_http_llm_read_body(job);
+    body = ngx_http_llm_read_body(job, &len);
     if (body == NULL) {
         return;
     }
 
-    errbuf[0] = '\0';
-    root = yajl_tree_parse((const char *) body, errbuf, sizeof(errbuf));
+    root = llm_json_parse((const char *) body, len, LLM_JSON_MAX_DEPTH, err);
     ngx_pfree(job->pool, body);
 
     if (root == NULL) {
-        /* yajl appends the input and a caret on further lines */
-        p = (u_char *) ngx_strchr(errbuf, '\n');
-        if (p) {
-            *p = '\0';
-        }
-
-        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, NULL,
-                               "the request body is not valid JSON: %s",
-                               errbuf[0] ? errbuf : "empty body");
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, NULL, "%s", err);
         return;
     }
 
@@ -230,32 +227,32 @@ ngx_http_llm_prepare(void *data, ngx_log_t *log)
         job->route->parse(job, root);
     }
 
-    yajl_tree_free(root);
+    llm_json_free(root);
 }
 
 
-/* the body as one NUL-terminated string, or NULL with the error set */
+/* the body in one piece, its length in *len; NULL with the error set */
 
 static u_char *
-ngx_http_llm_read_body(ngx_http_llm_job_t *job)
+ngx_http_llm_read_body(ngx_http_llm_job_t *job, size_t *len)
 {
     u_char       *body, *p;
-    size_t        len;
     ssize_t       n;
     ngx_buf_t    *b;
     ngx_chain_t  *cl;
 
-    len = 0;
+    *len = 0;
     for (cl = job->body; cl; cl = cl->next) {
         if (!ngx_buf_special(cl->buf)) {
-            len += ngx_buf_size(cl->buf);
+            *len += ngx_buf_size(cl->buf);
         }
     }
 
-    body = ngx_pnalloc(job->pool, len + 1);
+    /* one byte more: an empty body is not a NULL pointer */
+    body = ngx_pnalloc(job->pool, *len + 1);
     if (body == NULL) {
         ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                               "out of memory for a %uz byte body", len);
+                               "out of memory for a %uz byte body", *len);
         return NULL;
     }
 
@@ -284,8 +281,6 @@ ngx_http_llm_read_body(ngx_http_llm_job_t *job)
             p = ngx_cpymem(p, b->pos, b->last - b->pos);
         }
     }
-
-    *p = '\0';
 
     return body;
 }

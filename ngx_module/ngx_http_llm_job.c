@@ -88,6 +88,11 @@ ngx_http_llm_job_create(ngx_http_request_t *r,
     job->force_include_usage = llcf->force_include_usage;
     llm_sampling_params_init(&job->sp, w->model);
 
+    /* previous_response_id finds only the owner's responses */
+    if (ngx_http_llm_store_owner(r, job->owner) != NGX_OK) {
+        return NULL;
+    }
+
     return job;
 }
 
@@ -285,15 +290,17 @@ ngx_http_llm_job_decode(ngx_http_llm_job_t *job, const int32_t *ids,
 
 /*
  * A list of strings (stop, bad_words, include), each a copy in the job's
- * pool; with bare a string alone is a list of one.  ABSENT for a missing
- * key or null, INVALID with the error set.
+ * pool; with bare a string alone is a list of one.  At most max strings of
+ * at most max_len bytes each (0: any).  ABSENT for a missing key or null,
+ * INVALID with the error set.
  */
 
 ngx_int_t
 ngx_http_llm_job_strings(ngx_http_llm_job_t *job, yajl_val root,
-    const char *key, ngx_uint_t bare, ngx_array_t **list)
+    const char *key, ngx_uint_t bare, size_t max, size_t max_len,
+    ngx_array_t **list)
 {
-    size_t       i, n;
+    size_t       i, n, len;
     yajl_val     v, e;
     ngx_str_t    s;
     const char  *want, **p;
@@ -319,6 +326,13 @@ ngx_http_llm_job_strings(ngx_http_llm_job_t *job, yajl_val root,
         return NGX_HTTP_LLM_FIELD_INVALID;
     }
 
+    if (max && n > max) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, key,
+                               "%s must contain at most %uz strings, got "
+                               "%uz.", key, max, n);
+        return NGX_HTTP_LLM_FIELD_INVALID;
+    }
+
     *list = ngx_array_create(job->pool, ngx_max(n, 1), sizeof(char *));
     if (*list == NULL) {
         ngx_http_llm_job_nomem(job);
@@ -337,10 +351,23 @@ ngx_http_llm_job_strings(ngx_http_llm_job_t *job, yajl_val root,
             return NGX_HTTP_LLM_FIELD_INVALID;
         }
 
-        if (ngx_http_llm_job_copy(job, e->u.string, ngx_strlen(e->u.string),
-                                  &s)
-            != NGX_OK)
-        {
+        len = ngx_strlen(e->u.string);
+
+        if (max_len && len > max_len && YAJL_IS_ARRAY(v)) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, key,
+                                   "%s[%uz] must be at most %uz bytes long, "
+                                   "got %uz.", key, i, max_len, len);
+            return NGX_HTTP_LLM_FIELD_INVALID;
+        }
+
+        if (max_len && len > max_len) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, key,
+                                   "%s must be at most %uz bytes long, got "
+                                   "%uz.", key, max_len, len);
+            return NGX_HTTP_LLM_FIELD_INVALID;
+        }
+
+        if (ngx_http_llm_job_copy(job, e->u.string, len, &s) != NGX_OK) {
             return NGX_HTTP_LLM_FIELD_INVALID;
         }
 

@@ -89,13 +89,32 @@ ngx_http_llm_json_raw(ngx_http_llm_json_t *j, const void *s, size_t len)
 }
 
 
+/*
+ * A JSON string.  What the server writes is valid UTF-8 whatever it is
+ * given: request bodies are strict UTF-8 already (llm_json_parse), the
+ * engine's text is too; bytes from elsewhere (the URI, a configured path,
+ * a message cut at its buffer's end) are repaired, every ill-formed
+ * sequence becoming U+FFFD as Python's decode(errors="replace") does.
+ */
+
 void
 ngx_http_llm_json_str(ngx_http_llm_json_t *j, const u_char *s, size_t len)
 {
-    u_char       c, *p;
+    u_char       c, *p, *fixed;
     const u_char *last;
 
     static u_char  hex[] = "0123456789abcdef";
+
+    if (!llm_utf8_valid((const char *) s, len)) {
+        fixed = ngx_pnalloc(j->pool, len * 3);
+        if (fixed == NULL) {
+            j->failed = 1;
+            return;
+        }
+
+        len = llm_utf8_repair((const char *) s, len, (char *) fixed);
+        s = fixed;
+    }
 
     /* the worst case: every byte becomes \u00XX */
     if (!ngx_http_llm_json_grow(j, len * 6 + 2)) {
@@ -275,6 +294,22 @@ ngx_http_llm_json_join_text(yajl_val parts, const char **types,
 }
 
 
+/* the tree's strings are valid UTF-8: every byte but a continuation byte
+ * starts a character */
+
+size_t
+ngx_http_llm_json_chars(const char *s)
+{
+    size_t  n;
+
+    for (n = 0; *s; s++) {
+        n += ((u_char) *s & 0xc0) != 0x80;
+    }
+
+    return n;
+}
+
+
 /* where llm_json_get(obj, key) is in obj: its value can be replaced */
 
 yajl_val *
@@ -391,7 +426,7 @@ ngx_http_llm_json_order(yajl_val obj, const char **keys,
 
         } else if (drop[k] == 1) {
             free((void *) obj->u.object.keys[k]);
-            yajl_tree_free(obj->u.object.values[k]);
+            llm_json_free(obj->u.object.values[k]);
         }
     }
 
@@ -409,7 +444,7 @@ failed:
 
     for (i = 0; i < nkeys; i++) {
         if (added[i]) {
-            yajl_tree_free(added[i]);
+            llm_json_free(added[i]);
         }
 
         free((void *) added_names[i]);

@@ -5,10 +5,11 @@
  *
  * The writer produces what Python's json.dumps(..., separators=(",", ":"),
  * ensure_ascii=False) and pydantic produce, so bodies match vLLM's byte for
- * byte where the values do: compact, raw UTF-8, floats as Python's repr()
- * writes them (llm_pyfloat()).  Calls after an allocation failure do
- * nothing; check j->failed once at the end.  Lookups in the trees are
- * llm_json_get()'s (llm.h): a key given twice counts with its last value.
+ * byte where the values do: compact, raw UTF-8 (ill-formed bytes become
+ * U+FFFD), floats as Python's repr() writes them (llm_pyfloat()).  Calls
+ * after an allocation failure do nothing; check j->failed once at the end.
+ * Lookups in the trees are llm_json_get()'s (llm.h): a key given twice
+ * counts with its last value.
  */
 
 
@@ -52,6 +53,9 @@ void ngx_http_llm_json_double(ngx_http_llm_json_t *j, double v);
 /* the JSON type of a value, for messages: "a string", "null" ... */
 const char *ngx_http_llm_json_type(yajl_val v);
 
+/* the length of a string of a tree in characters, as Python's len() */
+size_t ngx_http_llm_json_chars(const char *s);
+
 /* where llm_json_get(obj, key)'s value is in obj, or NULL */
 yajl_val *ngx_http_llm_json_slot(yajl_val obj, const char *key);
 
@@ -66,7 +70,7 @@ ngx_int_t ngx_http_llm_json_join_text(yajl_val parts, const char **types,
 /* moves keys[] to the front of obj, in order, each once with the value
  * llm_json_get() finds (earlier duplicates go, as from a Python dict); a
  * missing key is added with the string defaults[i], or null when that is
- * NULL (malloc: yajl's own allocator, so yajl_tree_free() releases what is
+ * NULL (malloc: yajl's own allocator, so llm_json_free() releases what is
  * added) */
 ngx_int_t ngx_http_llm_json_order(yajl_val obj, const char **keys,
     const char **defaults);

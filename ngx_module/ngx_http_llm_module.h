@@ -64,6 +64,24 @@
  * is 16384, but every sequence here is an engine request and a KV slot */
 #define NGX_HTTP_LLM_MAX_SEQS               256
 
+/*
+ * What vLLM leaves unbounded and the engine pays for at every token:
+ * stop strings (searched for in the text of each token), bad words
+ * (tokenized for every sequence, then matched at each step), stop token
+ * ids and logit_bias entries (looked at for each token).  Strings are
+ * counted in bytes (docs/api.md, "Request limits").
+ */
+#define NGX_HTTP_LLM_MAX_STOP               64
+#define NGX_HTTP_LLM_MAX_STOP_LEN           1024
+#define NGX_HTTP_LLM_MAX_BAD_WORDS          256
+#define NGX_HTTP_LLM_MAX_BAD_WORD_LEN       256
+#define NGX_HTTP_LLM_MAX_STOP_TOKEN_IDS     1024
+#define NGX_HTTP_LLM_MAX_LOGIT_BIAS         1024
+
+/* who a stored response belongs to: the SHA-1 of llm_responses_owner's
+ * value when the response was made, all zeros without the directive */
+#define NGX_HTTP_LLM_OWNER_LEN              20
+
 
 typedef struct ngx_http_llm_ctx_s        ngx_http_llm_ctx_t;
 typedef struct ngx_http_llm_job_s        ngx_http_llm_job_t;
@@ -164,6 +182,7 @@ typedef struct {
     ngx_flag_t                  per_request_metrics;
     ngx_flag_t                  force_include_usage;
     ngx_uint_t                  spec_decode_metrics;
+    ngx_http_complex_value_t   *responses_owner;   /* NULL: none */
     ngx_uint_t                  handler;       /* NGX_HTTP_LLM_HANDLER_* */
 } ngx_http_llm_loc_conf_t;
 
@@ -184,6 +203,7 @@ struct ngx_http_llm_job_s {
     ngx_str_t                   served_model_name;
     const llm_model            *model;
     int                         max_model_len;
+    u_char                      owner[NGX_HTTP_LLM_OWNER_LEN];
     unsigned                    force_include_usage:1;
 
     /* outputs: an error ... */
@@ -387,15 +407,17 @@ ngx_int_t ngx_http_llm_response_cancel(ngx_http_request_t *r,
     ngx_str_t *id);
 
 /* ngx_http_llm_store.c: finished responses for previous_response_id
- * and GET/DELETE .../responses/{id} */
+ * and GET/DELETE .../responses/{id}, each of its owner */
 void ngx_http_llm_store_init(ngx_uint_t entries, size_t bytes);
-ngx_int_t ngx_http_llm_store_put(ngx_str_t *id, const u_char *messages,
-    size_t messages_len, const u_char *response, size_t response_len);
-ngx_int_t ngx_http_llm_store_messages(const char *id, ngx_pool_t *pool,
-    ngx_str_t *out);
-ngx_int_t ngx_http_llm_store_response(ngx_str_t *id, ngx_pool_t *pool,
-    ngx_str_t *out);
-ngx_int_t ngx_http_llm_store_delete(ngx_str_t *id);
+ngx_int_t ngx_http_llm_store_owner(ngx_http_request_t *r, u_char *owner);
+ngx_int_t ngx_http_llm_store_put(ngx_str_t *id, const u_char *owner,
+    const u_char *messages, size_t messages_len, const u_char *response,
+    size_t response_len);
+ngx_int_t ngx_http_llm_store_messages(const char *id, const u_char *owner,
+    ngx_pool_t *pool, ngx_str_t *out);
+ngx_int_t ngx_http_llm_store_response(ngx_str_t *id, const u_char *owner,
+    ngx_pool_t *pool, ngx_str_t *out);
+ngx_int_t ngx_http_llm_store_delete(ngx_str_t *id, const u_char *owner);
 
 /* ngx_http_llm_tokenize.c */
 void ngx_http_llm_tokenize_parse(ngx_http_llm_job_t *job, yajl_val root);
@@ -423,7 +445,8 @@ ngx_int_t ngx_http_llm_job_int(ngx_http_llm_job_t *job, yajl_val root,
 ngx_int_t ngx_http_llm_job_bool(ngx_http_llm_job_t *job, yajl_val root,
     const char *key, ngx_uint_t *out);
 ngx_int_t ngx_http_llm_job_strings(ngx_http_llm_job_t *job, yajl_val root,
-    const char *key, ngx_uint_t bare, ngx_array_t **list);
+    const char *key, ngx_uint_t bare, size_t max, size_t max_len,
+    ngx_array_t **list);
 ngx_http_llm_prompt_t *ngx_http_llm_job_token_ids(ngx_http_llm_job_t *job,
     yajl_val list, const char *param, const char *name);
 ngx_http_llm_prompt_t *ngx_http_llm_job_tokenize(ngx_http_llm_job_t *job,

@@ -27,7 +27,8 @@ static ngx_int_t ngx_http_llm_parse_max_tokens(ngx_http_llm_job_t *job,
 static ngx_int_t ngx_http_llm_parse_stop(ngx_http_llm_job_t *job,
     yajl_val root);
 static ngx_int_t ngx_http_llm_parse_ids(ngx_http_llm_job_t *job,
-    yajl_val root, const char *name, const int32_t **ids, int *n_ids);
+    yajl_val root, const char *name, size_t max, const int32_t **ids,
+    int *n_ids);
 static ngx_int_t ngx_http_llm_parse_bias(ngx_http_llm_job_t *job,
     yajl_val root);
 static ngx_int_t ngx_http_llm_parse_prompt_logprobs(ngx_http_llm_job_t *job,
@@ -237,7 +238,10 @@ ngx_http_llm_parse_extras(ngx_http_llm_job_t *job, yajl_val root)
     ngx_array_t          *words;
     llm_sampling_params  *sp = &job->sp;
 
+    /* a mask of the vocabulary: a longer list only repeats ids */
+
     if (ngx_http_llm_parse_ids(job, root, "allowed_token_ids",
+                               llm_model_vocab_size(job->model),
                                &sp->allowed_token_ids,
                                &sp->n_allowed_token_ids)
         != NGX_OK)
@@ -247,7 +251,9 @@ ngx_http_llm_parse_extras(ngx_http_llm_job_t *job, yajl_val root)
 
     /* bad_words: the engine turns them into token sequences */
 
-    rc = ngx_http_llm_job_strings(job, root, "bad_words", 0, &words);
+    rc = ngx_http_llm_job_strings(job, root, "bad_words", 0,
+                                  NGX_HTTP_LLM_MAX_BAD_WORDS,
+                                  NGX_HTTP_LLM_MAX_BAD_WORD_LEN, &words);
     if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
         return NGX_ERROR;
     }
@@ -385,7 +391,8 @@ ngx_http_llm_parse_stop(ngx_http_llm_job_t *job, yajl_val root)
     ngx_array_t  *stop;
     const char  **s;
 
-    rc = ngx_http_llm_job_strings(job, root, "stop", 1, &stop);
+    rc = ngx_http_llm_job_strings(job, root, "stop", 1, NGX_HTTP_LLM_MAX_STOP,
+                                  NGX_HTTP_LLM_MAX_STOP_LEN, &stop);
     if (rc == NGX_HTTP_LLM_FIELD_INVALID) {
         return NGX_ERROR;
     }
@@ -407,17 +414,18 @@ ngx_http_llm_parse_stop(ngx_http_llm_job_t *job, yajl_val root)
     }
 
     return ngx_http_llm_parse_ids(job, root, "stop_token_ids",
+                                  NGX_HTTP_LLM_MAX_STOP_TOKEN_IDS,
                                   &job->sp.stop_token_ids,
                                   &job->sp.n_stop_token_ids);
 }
 
 
-/* a list of token ids (stop_token_ids, allowed_token_ids); the vocabulary
- * check is the engine's, with vLLM's message */
+/* a list of at most max token ids (stop_token_ids, allowed_token_ids); the
+ * vocabulary check is the engine's, with vLLM's message */
 
 static ngx_int_t
 ngx_http_llm_parse_ids(ngx_http_llm_job_t *job, yajl_val root,
-    const char *name, const int32_t **ids, int *n_ids)
+    const char *name, size_t max, const int32_t **ids, int *n_ids)
 {
     size_t     i, n;
     int32_t   *p;
@@ -437,6 +445,13 @@ ngx_http_llm_parse_ids(ngx_http_llm_job_t *job, yajl_val root,
     }
 
     n = v->u.array.len;
+
+    if (n > max) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, name,
+                               "%s must contain at most %uz ids, got %uz.",
+                               name, max, n);
+        return NGX_ERROR;
+    }
 
     p = ngx_palloc(job->pool, n * sizeof(int32_t));
     if (p == NULL) {
@@ -495,6 +510,13 @@ ngx_http_llm_parse_bias(ngx_http_llm_job_t *job, yajl_val root)
 
     n = v->u.object.len;
     vocab = llm_model_vocab_size(job->model);
+
+    if (n > NGX_HTTP_LLM_MAX_LOGIT_BIAS) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "logit_bias",
+                               "logit_bias must contain at most %d entries, "
+                               "got %uz.", NGX_HTTP_LLM_MAX_LOGIT_BIAS, n);
+        return NGX_ERROR;
+    }
 
     ids = ngx_palloc(job->pool, n * sizeof(int32_t));
     values = ngx_palloc(job->pool, n * sizeof(float));

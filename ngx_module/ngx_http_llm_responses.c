@@ -524,7 +524,8 @@ ngx_http_llm_responses_store(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j,
         rc = NGX_ERROR;
 
     } else {
-        rc = ngx_http_llm_store_put(&ctx->id, m.start, m.pos - m.start,
+        rc = ngx_http_llm_store_put(&ctx->id, ctx->job->owner, m.start,
+                                    m.pos - m.start,
                                     j->start + start,
                                     j->pos - j->start - start);
     }
@@ -545,21 +546,26 @@ ngx_http_llm_responses_store(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j,
 /*
  * GET .../responses/{id}: the stored response object, the bytes that were
  * sent; DELETE: it leaves the store, answered as OpenAI answers.  An id
- * that is not in this worker's store (never stored, store false, evicted,
- * deleted, or still generating) is a 404 naming it, as in vLLM.
- * Retrieving as a stream (?stream=true, OpenAI's replay of the events) is
- * refused.
+ * that is not in this worker's store for this owner (never stored, store
+ * false, evicted, deleted, still generating, or another owner's) is a 404
+ * naming it, as in vLLM.  Retrieving as a stream (?stream=true, OpenAI's
+ * replay of the events) is refused.
  */
 
 ngx_int_t
 ngx_http_llm_response_get(ngx_http_request_t *r, ngx_str_t *id)
 {
+    u_char                owner[NGX_HTTP_LLM_OWNER_LEN];
     ngx_int_t             rc;
     ngx_str_t             body, value;
     ngx_http_llm_json_t   j;
 
+    if (ngx_http_llm_store_owner(r, owner) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
     if (r->method == NGX_HTTP_DELETE) {
-        if (ngx_http_llm_store_delete(id) != NGX_OK) {
+        if (ngx_http_llm_store_delete(id, owner) != NGX_OK) {
             return ngx_http_llm_response_not_found(r, id);
         }
 
@@ -582,7 +588,7 @@ ngx_http_llm_response_get(ngx_http_request_t *r, ngx_str_t *id)
                                        "retrieve it without stream=true");
     }
 
-    rc = ngx_http_llm_store_response(id, r->pool, &body);
+    rc = ngx_http_llm_store_response(id, owner, r->pool, &body);
 
     if (rc == NGX_ERROR) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -610,10 +616,15 @@ ngx_http_llm_response_get(ngx_http_request_t *r, ngx_str_t *id)
 ngx_int_t
 ngx_http_llm_response_cancel(ngx_http_request_t *r, ngx_str_t *id)
 {
+    u_char     owner[NGX_HTTP_LLM_OWNER_LEN];
     ngx_int_t  rc;
     ngx_str_t  body;
 
-    rc = ngx_http_llm_store_response(id, r->pool, &body);
+    if (ngx_http_llm_store_owner(r, owner) != NGX_OK) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    rc = ngx_http_llm_store_response(id, owner, r->pool, &body);
 
     if (rc == NGX_ERROR) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;

@@ -14,6 +14,12 @@
 #include "ngx_http_llm_module.h"
 
 
+/* OpenAI's Metadata: pairs, and characters in a key and in a value */
+#define NGX_HTTP_LLM_MAX_METADATA        16
+#define NGX_HTTP_LLM_MAX_METADATA_KEY    64
+#define NGX_HTTP_LLM_MAX_METADATA_VALUE  512
+
+
 enum {
     NGX_HTTP_LLM_ECHO_INSTRUCTIONS = 0,
     NGX_HTTP_LLM_ECHO_METADATA,

@@ -10,13 +10,27 @@
  * "instructions" and the conversation of "previous_response_id"
  * (ngx_http_llm_store.c); function tools become chat tools; then the chat
  * path renders the model's template and tokenizes.  The fields a response
- * echoes are kept as JSON text (yajl_gen), for the event loop to copy.
+ * echoes are kept as JSON text (yajl_gen), for the event loop to copy: the
+ * body's depth limit (LLM_JSON_MAX_DEPTH) keeps them well within
+ * yajl_gen's own, metadata is held to OpenAI's limits, and a yajl_gen
+ * failure is a 500, never a broken text.
  */
 
 
 #include "ngx_http_llm_responses.h"
 
 #include <yajl/yajl_gen.h>
+
+
+/*
+ * yajl_gen with its first failure kept: once a call fails the others do
+ * nothing, and ngx_http_llm_gen_done() answers the failure, as
+ * ngx_http_llm_json_t does for its own writer.
+ */
+typedef struct {
+    yajl_gen                    g;
+    yajl_gen_status             status;
+} ngx_http_llm_gen_t;
 
 
 /* a chat message while input items are turned into messages */
@@ -41,25 +55,35 @@ static ngx_int_t ngx_http_llm_responses_include(ngx_http_llm_job_t *job,
     yajl_val root, const char *what);
 static ngx_int_t ngx_http_llm_responses_check(ngx_http_llm_job_t *job,
     yajl_val root);
+static ngx_int_t ngx_http_llm_responses_metadata(ngx_http_llm_job_t *job,
+    yajl_val root);
 static ngx_int_t ngx_http_llm_responses_echo(ngx_http_llm_job_t *job,
     yajl_val root);
 static ngx_int_t ngx_http_llm_responses_input(ngx_http_llm_job_t *job,
-    yajl_val input, yajl_gen g);
+    yajl_val input, ngx_http_llm_gen_t *gen);
 static ngx_int_t ngx_http_llm_responses_item(ngx_http_llm_job_t *job,
     yajl_val item, size_t index, ngx_http_llm_resp_msg_t *msgs,
     ngx_uint_t *n);
 static ngx_int_t ngx_http_llm_responses_text(ngx_http_llm_job_t *job,
     yajl_val content, size_t index, ngx_http_llm_resp_msg_t *m);
-static void ngx_http_llm_responses_gen_msg(yajl_gen g,
+static void ngx_http_llm_responses_gen_msg(ngx_http_llm_gen_t *gen,
     ngx_http_llm_resp_msg_t *m);
 static yajl_val ngx_http_llm_responses_tools(ngx_http_llm_job_t *job,
     yajl_val tools);
 static yajl_val ngx_http_llm_responses_messages(ngx_http_llm_job_t *job,
     yajl_val root, ngx_str_t *prev, ngx_str_t *now);
-static ngx_int_t ngx_http_llm_gen_text(ngx_http_llm_job_t *job, yajl_gen g,
-    ngx_str_t *text);
-static void ngx_http_llm_gen_value(yajl_gen g, yajl_val v);
-static void ngx_http_llm_gen_cstr(yajl_gen g, const char *s);
+static yajl_val ngx_http_llm_responses_tree(ngx_http_llm_job_t *job,
+    ngx_str_t *text, const char *what);
+static ngx_int_t ngx_http_llm_gen_init(ngx_http_llm_job_t *job,
+    ngx_http_llm_gen_t *gen);
+static ngx_int_t ngx_http_llm_gen_done(ngx_http_llm_job_t *job,
+    ngx_http_llm_gen_t *gen, ngx_str_t *text);
+static void ngx_http_llm_gen_open(ngx_http_llm_gen_t *gen, yajl_type type);
+static void ngx_http_llm_gen_close(ngx_http_llm_gen_t *gen, yajl_type type);
+static void ngx_http_llm_gen_value(ngx_http_llm_gen_t *gen, yajl_val v);
+static void ngx_http_llm_gen_str(ngx_http_llm_gen_t *gen, const u_char *s,
+    size_t len);
+static void ngx_http_llm_gen_cstr(ngx_http_llm_gen_t *gen, const char *s);
 
 
 static const ngx_http_llm_params_conf_t  ngx_http_llm_responses_params = {
@@ -77,8 +101,8 @@ static const ngx_http_llm_params_conf_t  ngx_http_llm_responses_params = {
 void
 ngx_http_llm_responses_parse(ngx_http_llm_job_t *job, yajl_val root)
 {
-    yajl_gen                   g;
     yajl_val                   input, tools, messages, v;
+    ngx_http_llm_gen_t         gen;
     ngx_int_t                  rc;
     ngx_str_t                  prev, now;
     ngx_http_llm_responses_t  *resp;
@@ -98,6 +122,7 @@ ngx_http_llm_responses_parse(ngx_http_llm_job_t *job, yajl_val root)
     job->responses = resp;
 
     if (ngx_http_llm_responses_check(job, root) != NGX_OK
+        || ngx_http_llm_responses_metadata(job, root) != NGX_OK
         || ngx_http_llm_responses_echo(job, root) != NGX_OK)
     {
         return;
@@ -122,7 +147,8 @@ ngx_http_llm_responses_parse(ngx_http_llm_job_t *job, yajl_val root)
     v = llm_json_get(root, "previous_response_id");
 
     if (v && YAJL_IS_STRING(v)) {
-        rc = ngx_http_llm_store_messages(v->u.string, job->pool, &prev);
+        rc = ngx_http_llm_store_messages(v->u.string, job->owner, job->pool,
+                                         &prev);
 
         if (rc == NGX_ERROR) {
             ngx_http_llm_job_nomem(job);
@@ -140,25 +166,20 @@ ngx_http_llm_responses_parse(ngx_http_llm_job_t *job, yajl_val root)
 
     /* this request's input as messages */
 
-    g = yajl_gen_alloc(NULL);
-    if (g == NULL) {
-        ngx_http_llm_job_nomem(job);
+    if (ngx_http_llm_gen_init(job, &gen) != NGX_OK) {
         return;
     }
 
-    yajl_gen_array_open(g);
+    ngx_http_llm_gen_open(&gen, yajl_t_array);
 
-    if (ngx_http_llm_responses_input(job, input, g) != NGX_OK) {
-        yajl_gen_free(g);
+    if (ngx_http_llm_responses_input(job, input, &gen) != NGX_OK) {
+        yajl_gen_free(gen.g);
         return;
     }
 
-    yajl_gen_array_close(g);
+    ngx_http_llm_gen_close(&gen, yajl_t_array);
 
-    rc = ngx_http_llm_gen_text(job, g, &now);
-    yajl_gen_free(g);
-
-    if (rc != NGX_OK) {
+    if (ngx_http_llm_gen_done(job, &gen, &now) != NGX_OK) {
         return;
     }
 
@@ -180,8 +201,8 @@ ngx_http_llm_responses_parse(ngx_http_llm_job_t *job, yajl_val root)
         (void) ngx_http_llm_params_finish(job);
     }
 
-    yajl_tree_free(messages);
-    yajl_tree_free(tools);
+    llm_json_free(messages);
+    llm_json_free(tools);
 }
 
 
@@ -234,7 +255,7 @@ ngx_http_llm_responses_include(ngx_http_llm_job_t *job, yajl_val root,
     ngx_array_t  *include;
     const char  **s;
 
-    rc = ngx_http_llm_job_strings(job, root, "include", 0, &include);
+    rc = ngx_http_llm_job_strings(job, root, "include", 0, 0, 0, &include);
     if (rc != NGX_HTTP_LLM_FIELD_PRESENT) {
         return rc;
     }
@@ -338,13 +359,90 @@ ngx_http_llm_responses_check(ngx_http_llm_job_t *job, yajl_val root)
 }
 
 
+/*
+ * OpenAI's Metadata: at most 16 pairs, keys of at most 64 characters,
+ * string values of at most 512, with OpenAI's messages (vLLM takes any
+ * dict of strings).  It is echoed in every response object and stored.
+ */
+
+static ngx_int_t
+ngx_http_llm_responses_metadata(ngx_http_llm_job_t *job, yajl_val root)
+{
+    size_t       i, n;
+    yajl_val     meta, v;
+    const char  *key;
+
+    meta = llm_json_get(root, "metadata");
+
+    if (meta == NULL || YAJL_IS_NULL(meta)) {
+        return NGX_OK;
+    }
+
+    if (!YAJL_IS_OBJECT(meta)) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "metadata",
+                               "Invalid type for 'metadata': expected an "
+                               "object, but got %s instead.",
+                               ngx_http_llm_json_type(meta));
+        return NGX_ERROR;
+    }
+
+    if (meta->u.object.len > NGX_HTTP_LLM_MAX_METADATA) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "metadata",
+                               "Invalid 'metadata': too many properties. "
+                               "Expected an object with at most %d "
+                               "properties, but got an object with %uz "
+                               "properties instead.",
+                               NGX_HTTP_LLM_MAX_METADATA,
+                               meta->u.object.len);
+        return NGX_ERROR;
+    }
+
+    for (i = 0; i < meta->u.object.len; i++) {
+        key = meta->u.object.keys[i];
+        v = meta->u.object.values[i];
+
+        n = ngx_http_llm_json_chars(key);
+
+        if (n > NGX_HTTP_LLM_MAX_METADATA_KEY) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "metadata",
+                                   "Invalid 'metadata': key too long. "
+                                   "Expected a key with maximum length %d, "
+                                   "but got a key with length %uz instead.",
+                                   NGX_HTTP_LLM_MAX_METADATA_KEY, n);
+            return NGX_ERROR;
+        }
+
+        if (!YAJL_IS_STRING(v)) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "metadata",
+                                   "Invalid type for 'metadata.%s': "
+                                   "expected a string, but got %s instead.",
+                                   key, ngx_http_llm_json_type(v));
+            return NGX_ERROR;
+        }
+
+        n = ngx_http_llm_json_chars(v->u.string);
+
+        if (n > NGX_HTTP_LLM_MAX_METADATA_VALUE) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "metadata",
+                                   "Invalid 'metadata.%s': string too long. "
+                                   "Expected a string with maximum length "
+                                   "%d, but got a string with length %uz "
+                                   "instead.", key,
+                                   NGX_HTTP_LLM_MAX_METADATA_VALUE, n);
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
 static ngx_int_t
 ngx_http_llm_responses_echo(ngx_http_llm_job_t *job, yajl_val root)
 {
-    yajl_gen                   g;
     yajl_val                   v;
-    ngx_int_t                  rc;
     ngx_uint_t                 i;
+    ngx_http_llm_gen_t         gen;
     ngx_http_llm_responses_t  *resp;
 
     resp = job->responses;
@@ -356,17 +454,13 @@ ngx_http_llm_responses_echo(ngx_http_llm_job_t *job, yajl_val root)
             continue;
         }
 
-        g = yajl_gen_alloc(NULL);
-        if (g == NULL) {
-            ngx_http_llm_job_nomem(job);
+        if (ngx_http_llm_gen_init(job, &gen) != NGX_OK) {
             return NGX_ERROR;
         }
 
-        ngx_http_llm_gen_value(g, v);
-        rc = ngx_http_llm_gen_text(job, g, &resp->echo[i]);
-        yajl_gen_free(g);
+        ngx_http_llm_gen_value(&gen, v);
 
-        if (rc != NGX_OK) {
+        if (ngx_http_llm_gen_done(job, &gen, &resp->echo[i]) != NGX_OK) {
             return NGX_ERROR;
         }
     }
@@ -384,19 +478,19 @@ ngx_http_llm_responses_echo(ngx_http_llm_job_t *job, yajl_val root)
 
 static ngx_int_t
 ngx_http_llm_responses_input(ngx_http_llm_job_t *job, yajl_val input,
-    yajl_gen g)
+    ngx_http_llm_gen_t *gen)
 {
     size_t                    i;
     ngx_uint_t                n;
     ngx_http_llm_resp_msg_t  *msgs;
 
     if (YAJL_IS_STRING(input)) {
-        yajl_gen_map_open(g);
-        ngx_http_llm_gen_cstr(g, "role");
-        ngx_http_llm_gen_cstr(g, "user");
-        ngx_http_llm_gen_cstr(g, "content");
-        ngx_http_llm_gen_cstr(g, input->u.string);
-        yajl_gen_map_close(g);
+        ngx_http_llm_gen_open(gen, yajl_t_object);
+        ngx_http_llm_gen_cstr(gen, "role");
+        ngx_http_llm_gen_cstr(gen, "user");
+        ngx_http_llm_gen_cstr(gen, "content");
+        ngx_http_llm_gen_cstr(gen, input->u.string);
+        ngx_http_llm_gen_close(gen, yajl_t_object);
         return NGX_OK;
     }
 
@@ -419,7 +513,7 @@ ngx_http_llm_responses_input(ngx_http_llm_job_t *job, yajl_val input,
     }
 
     for (i = 0; i < n; i++) {
-        ngx_http_llm_responses_gen_msg(g, &msgs[i]);
+        ngx_http_llm_responses_gen_msg(gen, &msgs[i]);
     }
 
     return NGX_OK;
@@ -621,28 +715,29 @@ ngx_http_llm_responses_text(ngx_http_llm_job_t *job, yajl_val content,
 
 
 static void
-ngx_http_llm_responses_gen_msg(yajl_gen g, ngx_http_llm_resp_msg_t *m)
+ngx_http_llm_responses_gen_msg(ngx_http_llm_gen_t *gen,
+    ngx_http_llm_resp_msg_t *m)
 {
     yajl_val    call, args, *calls;
     ngx_uint_t  i;
 
-    yajl_gen_map_open(g);
-    ngx_http_llm_gen_cstr(g, "role");
-    ngx_http_llm_gen_cstr(g, m->role);
+    ngx_http_llm_gen_open(gen, yajl_t_object);
+    ngx_http_llm_gen_cstr(gen, "role");
+    ngx_http_llm_gen_cstr(gen, m->role);
 
     if (m->content.data) {
-        ngx_http_llm_gen_cstr(g, "content");
-        yajl_gen_string(g, m->content.data, m->content.len);
+        ngx_http_llm_gen_cstr(gen, "content");
+        ngx_http_llm_gen_str(gen, m->content.data, m->content.len);
     }
 
     if (m->reasoning) {
-        ngx_http_llm_gen_cstr(g, "reasoning");
-        ngx_http_llm_gen_cstr(g, m->reasoning);
+        ngx_http_llm_gen_cstr(gen, "reasoning");
+        ngx_http_llm_gen_cstr(gen, m->reasoning);
     }
 
     if (m->calls.nelts) {
-        ngx_http_llm_gen_cstr(g, "tool_calls");
-        yajl_gen_array_open(g);
+        ngx_http_llm_gen_cstr(gen, "tool_calls");
+        ngx_http_llm_gen_open(gen, yajl_t_array);
 
         calls = m->calls.elts;
 
@@ -650,31 +745,31 @@ ngx_http_llm_responses_gen_msg(yajl_gen g, ngx_http_llm_resp_msg_t *m)
             call = calls[i];
             args = llm_json_get(call, "arguments");
 
-            yajl_gen_map_open(g);
-            ngx_http_llm_gen_cstr(g, "id");
-            ngx_http_llm_gen_value(g, llm_json_get(call, "call_id"));
-            ngx_http_llm_gen_cstr(g, "type");
-            ngx_http_llm_gen_cstr(g, "function");
-            ngx_http_llm_gen_cstr(g, "function");
-            yajl_gen_map_open(g);
-            ngx_http_llm_gen_cstr(g, "name");
-            ngx_http_llm_gen_value(g, llm_json_get(call, "name"));
-            ngx_http_llm_gen_cstr(g, "arguments");
-            ngx_http_llm_gen_cstr(g, YAJL_IS_STRING(args) ? args->u.string
-                                                          : "");
-            yajl_gen_map_close(g);
-            yajl_gen_map_close(g);
+            ngx_http_llm_gen_open(gen, yajl_t_object);
+            ngx_http_llm_gen_cstr(gen, "id");
+            ngx_http_llm_gen_value(gen, llm_json_get(call, "call_id"));
+            ngx_http_llm_gen_cstr(gen, "type");
+            ngx_http_llm_gen_cstr(gen, "function");
+            ngx_http_llm_gen_cstr(gen, "function");
+            ngx_http_llm_gen_open(gen, yajl_t_object);
+            ngx_http_llm_gen_cstr(gen, "name");
+            ngx_http_llm_gen_value(gen, llm_json_get(call, "name"));
+            ngx_http_llm_gen_cstr(gen, "arguments");
+            ngx_http_llm_gen_cstr(gen, YAJL_IS_STRING(args) ? args->u.string
+                                                            : "");
+            ngx_http_llm_gen_close(gen, yajl_t_object);
+            ngx_http_llm_gen_close(gen, yajl_t_object);
         }
 
-        yajl_gen_array_close(g);
+        ngx_http_llm_gen_close(gen, yajl_t_array);
     }
 
     if (m->call_id) {
-        ngx_http_llm_gen_cstr(g, "tool_call_id");
-        ngx_http_llm_gen_value(g, m->call_id);
+        ngx_http_llm_gen_cstr(gen, "tool_call_id");
+        ngx_http_llm_gen_value(gen, m->call_id);
     }
 
-    yajl_gen_map_close(g);
+    ngx_http_llm_gen_close(gen, yajl_t_object);
 }
 
 
@@ -688,12 +783,10 @@ ngx_http_llm_responses_gen_msg(yajl_gen g, ngx_http_llm_resp_msg_t *m)
 static yajl_val
 ngx_http_llm_responses_tools(ngx_http_llm_job_t *job, yajl_val tools)
 {
-    char       errbuf[128];
-    size_t     i;
-    yajl_gen   g;
-    yajl_val   tool, type, tree;
-    ngx_int_t  rc;
-    ngx_str_t  text;
+    size_t              i;
+    yajl_val            tool, type;
+    ngx_str_t           text;
+    ngx_http_llm_gen_t  gen;
 
     if (job->status || tools == NULL || YAJL_IS_NULL(tools)) {
         return NULL;
@@ -710,13 +803,11 @@ ngx_http_llm_responses_tools(ngx_http_llm_job_t *job, yajl_val tools)
         return NULL;
     }
 
-    g = yajl_gen_alloc(NULL);
-    if (g == NULL) {
-        ngx_http_llm_job_nomem(job);
+    if (ngx_http_llm_gen_init(job, &gen) != NGX_OK) {
         return NULL;
     }
 
-    yajl_gen_array_open(g);
+    ngx_http_llm_gen_open(&gen, yajl_t_array);
 
     for (i = 0; i < tools->u.array.len; i++) {
         tool = tools->u.array.values[i];
@@ -726,7 +817,7 @@ ngx_http_llm_responses_tools(ngx_http_llm_job_t *job, yajl_val tools)
             || ngx_strcmp(type->u.string, "function") != 0
             || !YAJL_IS_STRING(llm_json_get(tool, "name")))
         {
-            yajl_gen_free(g);
+            yajl_gen_free(gen.g);
             ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "tools",
                                    "tools[%uz]: only function tools "
                                    "({\"type\": \"function\", \"name\": "
@@ -734,38 +825,28 @@ ngx_http_llm_responses_tools(ngx_http_llm_job_t *job, yajl_val tools)
             return NULL;
         }
 
-        yajl_gen_map_open(g);
-        ngx_http_llm_gen_cstr(g, "type");
-        ngx_http_llm_gen_cstr(g, "function");
-        ngx_http_llm_gen_cstr(g, "function");
-        yajl_gen_map_open(g);
-        ngx_http_llm_gen_cstr(g, "name");
-        ngx_http_llm_gen_value(g, llm_json_get(tool, "name"));
-        ngx_http_llm_gen_cstr(g, "description");
-        ngx_http_llm_gen_value(g, llm_json_get(tool, "description"));
-        ngx_http_llm_gen_cstr(g, "parameters");
-        ngx_http_llm_gen_value(g, llm_json_get(tool, "parameters"));
-        yajl_gen_map_close(g);
-        yajl_gen_map_close(g);
+        ngx_http_llm_gen_open(&gen, yajl_t_object);
+        ngx_http_llm_gen_cstr(&gen, "type");
+        ngx_http_llm_gen_cstr(&gen, "function");
+        ngx_http_llm_gen_cstr(&gen, "function");
+        ngx_http_llm_gen_open(&gen, yajl_t_object);
+        ngx_http_llm_gen_cstr(&gen, "name");
+        ngx_http_llm_gen_value(&gen, llm_json_get(tool, "name"));
+        ngx_http_llm_gen_cstr(&gen, "description");
+        ngx_http_llm_gen_value(&gen, llm_json_get(tool, "description"));
+        ngx_http_llm_gen_cstr(&gen, "parameters");
+        ngx_http_llm_gen_value(&gen, llm_json_get(tool, "parameters"));
+        ngx_http_llm_gen_close(&gen, yajl_t_object);
+        ngx_http_llm_gen_close(&gen, yajl_t_object);
     }
 
-    yajl_gen_array_close(g);
+    ngx_http_llm_gen_close(&gen, yajl_t_array);
 
-    rc = ngx_http_llm_gen_text(job, g, &text);
-    yajl_gen_free(g);
-
-    if (rc != NGX_OK) {
+    if (ngx_http_llm_gen_done(job, &gen, &text) != NGX_OK) {
         return NULL;
     }
 
-    /* what yajl generated parses: only memory can run out */
-    tree = yajl_tree_parse((char *) text.data, errbuf, sizeof(errbuf));
-
-    if (tree == NULL) {
-        ngx_http_llm_job_nomem(job);
-    }
-
-    return tree;
+    return ngx_http_llm_responses_tree(job, &text, "tools");
 }
 
 
@@ -780,11 +861,10 @@ static yajl_val
 ngx_http_llm_responses_messages(ngx_http_llm_job_t *job, yajl_val root,
     ngx_str_t *prev, ngx_str_t *now)
 {
-    char                       errbuf[128];
-    u_char                    *p, *text;
-    yajl_gen                   g;
-    yajl_val                   v, tree;
-    ngx_str_t                  sys, *history;
+    u_char                    *p;
+    yajl_val                   v;
+    ngx_str_t                  sys, text, *history;
+    ngx_http_llm_gen_t         gen;
     ngx_http_llm_responses_t  *resp;
 
     resp = job->responses;
@@ -817,25 +897,20 @@ ngx_http_llm_responses_messages(ngx_http_llm_job_t *job, yajl_val root,
     v = llm_json_get(root, "instructions");
 
     if (v && YAJL_IS_STRING(v)) {
-        g = yajl_gen_alloc(NULL);
-        if (g == NULL) {
-            ngx_http_llm_job_nomem(job);
+        if (ngx_http_llm_gen_init(job, &gen) != NGX_OK) {
             return NULL;
         }
 
-        yajl_gen_map_open(g);
-        ngx_http_llm_gen_cstr(g, "role");
-        ngx_http_llm_gen_cstr(g, "system");
-        ngx_http_llm_gen_cstr(g, "content");
-        ngx_http_llm_gen_cstr(g, v->u.string);
-        yajl_gen_map_close(g);
+        ngx_http_llm_gen_open(&gen, yajl_t_object);
+        ngx_http_llm_gen_cstr(&gen, "role");
+        ngx_http_llm_gen_cstr(&gen, "system");
+        ngx_http_llm_gen_cstr(&gen, "content");
+        ngx_http_llm_gen_cstr(&gen, v->u.string);
+        ngx_http_llm_gen_close(&gen, yajl_t_object);
 
-        if (ngx_http_llm_gen_text(job, g, &sys) != NGX_OK) {
-            yajl_gen_free(g);
+        if (ngx_http_llm_gen_done(job, &gen, &sys) != NGX_OK) {
             return NULL;
         }
-
-        yajl_gen_free(g);
     }
 
     if (sys.len + history->len == 0) {
@@ -844,13 +919,13 @@ ngx_http_llm_responses_messages(ngx_http_llm_job_t *job, yajl_val root,
         return NULL;
     }
 
-    text = ngx_pnalloc(job->pool, 1 + sys.len + 1 + history->len + 2);
-    if (text == NULL) {
+    text.data = ngx_pnalloc(job->pool, 1 + sys.len + 1 + history->len + 1);
+    if (text.data == NULL) {
         ngx_http_llm_job_nomem(job);
         return NULL;
     }
 
-    p = text;
+    p = text.data;
     *p++ = '[';
     p = ngx_cpymem(p, sys.data, sys.len);
 
@@ -860,99 +935,188 @@ ngx_http_llm_responses_messages(ngx_http_llm_job_t *job, yajl_val root,
 
     p = ngx_cpymem(p, history->data, history->len);
     *p++ = ']';
-    *p = '\0';
+    text.len = p - text.data;
 
-    tree = yajl_tree_parse((char *) text, errbuf, sizeof(errbuf));
+    return ngx_http_llm_responses_tree(job, &text, "conversation");
+}
+
+
+/*
+ * A tree of what this file wrote (the tools, the conversation with its
+ * stored part).  It is written from a tree parsed with the same depth
+ * limit and no deeper, so it parses: a failure is this server's.
+ */
+
+static yajl_val
+ngx_http_llm_responses_tree(ngx_http_llm_job_t *job, ngx_str_t *text,
+    const char *what)
+{
+    char      err[LLM_ERR_LEN];
+    yajl_val  tree;
+
+    tree = llm_json_parse((const char *) text->data, text->len,
+                          LLM_JSON_MAX_DEPTH, err);
 
     if (tree == NULL) {
-        /* only a stored conversation can be broken, and it is ours */
         ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
-                               "the stored conversation cannot be read: "
-                               "%s", errbuf);
-        return NULL;
+                               "the %s cannot be read back: %s", what, err);
     }
 
     return tree;
 }
 
 
-/* yajl_gen helpers: what was generated, NUL-terminated in the pool */
+/* the yajl_gen helpers */
 
 static ngx_int_t
-ngx_http_llm_gen_text(ngx_http_llm_job_t *job, yajl_gen g, ngx_str_t *text)
+ngx_http_llm_gen_init(ngx_http_llm_job_t *job, ngx_http_llm_gen_t *gen)
 {
-    size_t                n;
-    const unsigned char  *buf;
+    gen->g = yajl_gen_alloc(NULL);
+    gen->status = yajl_gen_status_ok;
 
-    if (yajl_gen_get_buf(g, &buf, &n) != yajl_gen_status_ok) {
+    if (gen->g == NULL) {
         ngx_http_llm_job_nomem(job);
         return NGX_ERROR;
     }
 
-    return ngx_http_llm_job_copy(job, (const char *) buf, n, text);
+    return NGX_OK;
 }
 
 
-/* a value of a parsed tree, numbers in their original spelling */
+/* what was generated, NUL-terminated in the pool; the generator is freed */
+
+static ngx_int_t
+ngx_http_llm_gen_done(ngx_http_llm_job_t *job, ngx_http_llm_gen_t *gen,
+    ngx_str_t *text)
+{
+    size_t                n;
+    ngx_int_t             rc;
+    const unsigned char  *buf;
+
+    static const char  *errors[] = {
+        "", "a key that is not a string", "nesting too deep",
+        "a call in the error state", "a value after the end",
+        "a number that is not finite", "no buffer", "invalid UTF-8"
+    };
+
+    if (gen->status == yajl_gen_status_ok) {
+        gen->status = yajl_gen_get_buf(gen->g, &buf, &n);
+    }
+
+    if (gen->status != yajl_gen_status_ok) {
+        ngx_http_llm_job_error(job, NGX_HTTP_INTERNAL_SERVER_ERROR, NULL,
+                               "writing JSON failed: %s (yajl_gen status "
+                               "%d)",
+                               (size_t) gen->status
+                               < sizeof(errors) / sizeof(errors[0])
+                               ? errors[gen->status] : "unknown",
+                               (int) gen->status);
+        rc = NGX_ERROR;
+
+    } else {
+        rc = ngx_http_llm_job_copy(job, (const char *) buf, n, text);
+    }
+
+    yajl_gen_free(gen->g);
+
+    return rc;
+}
+
 
 static void
-ngx_http_llm_gen_value(yajl_gen g, yajl_val v)
+ngx_http_llm_gen_open(ngx_http_llm_gen_t *gen, yajl_type type)
+{
+    if (gen->status == yajl_gen_status_ok) {
+        gen->status = (type == yajl_t_object) ? yajl_gen_map_open(gen->g)
+                                              : yajl_gen_array_open(gen->g);
+    }
+}
+
+
+static void
+ngx_http_llm_gen_close(ngx_http_llm_gen_t *gen, yajl_type type)
+{
+    if (gen->status == yajl_gen_status_ok) {
+        gen->status = (type == yajl_t_object) ? yajl_gen_map_close(gen->g)
+                                              : yajl_gen_array_close(gen->g);
+    }
+}
+
+
+/*
+ * A value of a parsed tree, numbers in their original spelling.  It
+ * recurses once per level: the tree is at most LLM_JSON_MAX_DEPTH deep.
+ */
+
+static void
+ngx_http_llm_gen_value(ngx_http_llm_gen_t *gen, yajl_val v)
 {
     size_t  i;
 
+    if (gen->status != yajl_gen_status_ok) {
+        return;
+    }
+
     if (v == NULL) {
-        yajl_gen_null(g);
+        gen->status = yajl_gen_null(gen->g);
         return;
     }
 
     switch (v->type) {
 
     case yajl_t_string:
-        ngx_http_llm_gen_cstr(g, v->u.string);
+        ngx_http_llm_gen_cstr(gen, v->u.string);
         break;
 
     case yajl_t_number:
-        yajl_gen_number(g, v->u.number.r, ngx_strlen(v->u.number.r));
+        gen->status = yajl_gen_number(gen->g, v->u.number.r,
+                                      ngx_strlen(v->u.number.r));
         break;
 
     case yajl_t_object:
-        yajl_gen_map_open(g);
+        ngx_http_llm_gen_open(gen, yajl_t_object);
 
         for (i = 0; i < v->u.object.len; i++) {
-            ngx_http_llm_gen_cstr(g, v->u.object.keys[i]);
-            ngx_http_llm_gen_value(g, v->u.object.values[i]);
+            ngx_http_llm_gen_cstr(gen, v->u.object.keys[i]);
+            ngx_http_llm_gen_value(gen, v->u.object.values[i]);
         }
 
-        yajl_gen_map_close(g);
+        ngx_http_llm_gen_close(gen, yajl_t_object);
         break;
 
     case yajl_t_array:
-        yajl_gen_array_open(g);
+        ngx_http_llm_gen_open(gen, yajl_t_array);
 
         for (i = 0; i < v->u.array.len; i++) {
-            ngx_http_llm_gen_value(g, v->u.array.values[i]);
+            ngx_http_llm_gen_value(gen, v->u.array.values[i]);
         }
 
-        yajl_gen_array_close(g);
+        ngx_http_llm_gen_close(gen, yajl_t_array);
         break;
 
     case yajl_t_true:
-        yajl_gen_bool(g, 1);
-        break;
-
     case yajl_t_false:
-        yajl_gen_bool(g, 0);
+        gen->status = yajl_gen_bool(gen->g, v->type == yajl_t_true);
         break;
 
     default:
-        yajl_gen_null(g);
+        gen->status = yajl_gen_null(gen->g);
         break;
     }
 }
 
 
 static void
-ngx_http_llm_gen_cstr(yajl_gen g, const char *s)
+ngx_http_llm_gen_str(ngx_http_llm_gen_t *gen, const u_char *s, size_t len)
 {
-    yajl_gen_string(g, (const u_char *) s, ngx_strlen(s));
+    if (gen->status == yajl_gen_status_ok) {
+        gen->status = yajl_gen_string(gen->g, s, len);
+    }
+}
+
+
+static void
+ngx_http_llm_gen_cstr(ngx_http_llm_gen_t *gen, const char *s)
+{
+    ngx_http_llm_gen_str(gen, (const u_char *) s, ngx_strlen(s));
 }

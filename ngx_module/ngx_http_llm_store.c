@@ -21,6 +21,12 @@
  * vLLM's own store (VLLM_ENABLE_RESPONSES_API_STORE) is unbounded and off
  * by default.
  *
+ * With llm_responses_owner, an entry belongs to the value that directive
+ * had for the request that made it (a user, an API key), kept as its
+ * SHA-1: another owner's lookups miss it exactly as they miss an unknown
+ * id, so a leaked id alone reads nothing.  Without the directive every
+ * owner is the same (all zeros), as in vLLM.
+ *
  * Entries are written and deleted on the event loop, read by the
  * thread-pool task that parses a request (the conversation) and by the
  * event loop (the response object), so a mutex guards the list; readers
@@ -31,6 +37,7 @@
 
 #include "ngx_http_llm_module.h"
 
+#include <ngx_sha1.h>
 #include <pthread.h>
 
 
@@ -40,6 +47,7 @@ struct ngx_http_llm_stored_s {
     ngx_http_llm_stored_t      *next;          /* newer */
     size_t                      messages_len;
     size_t                      response_len;
+    u_char                      owner[NGX_HTTP_LLM_OWNER_LEN];
     char                        id[48];
     u_char                      data[1];       /* messages, then response */
 };
@@ -57,9 +65,11 @@ typedef struct {
 
 
 static ngx_int_t ngx_http_llm_store_copy(const u_char *id, size_t len,
-    ngx_pool_t *pool, ngx_uint_t response, ngx_str_t *out);
+    const u_char *owner, ngx_pool_t *pool, ngx_uint_t response,
+    ngx_str_t *out);
 static ngx_http_llm_stored_t *ngx_http_llm_store_find(
-    ngx_http_llm_store_t *st, const u_char *id, size_t len);
+    ngx_http_llm_store_t *st, const u_char *id, size_t len,
+    const u_char *owner);
 static void ngx_http_llm_store_unlink(ngx_http_llm_store_t *st,
     ngx_http_llm_stored_t *e);
 
@@ -79,14 +89,44 @@ ngx_http_llm_store_init(ngx_uint_t entries, size_t bytes)
 }
 
 
+/* the event loop: the owner that r acts for (NGX_HTTP_LLM_OWNER_LEN bytes) */
+
+ngx_int_t
+ngx_http_llm_store_owner(ngx_http_request_t *r, u_char *owner)
+{
+    ngx_str_t                 value;
+    ngx_sha1_t                sha1;
+    ngx_http_llm_loc_conf_t  *llcf;
+
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
+
+    if (llcf->responses_owner == NULL) {
+        ngx_memzero(owner, NGX_HTTP_LLM_OWNER_LEN);
+        return NGX_OK;
+    }
+
+    if (ngx_http_complex_value(r, llcf->responses_owner, &value) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    ngx_sha1_init(&sha1);
+    ngx_sha1_update(&sha1, value.data, value.len);
+    ngx_sha1_final(owner, &sha1);
+
+    return NGX_OK;
+}
+
+
 /*
- * The event loop: keeps a copy of both.  NGX_DECLINED when they are larger
- * than the whole store; a store of no entries or no bytes keeps nothing.
+ * The event loop: keeps a copy of both, for the owner.  NGX_DECLINED when
+ * they are larger than the whole store; a store of no entries or no bytes
+ * keeps nothing.
  */
 
 ngx_int_t
-ngx_http_llm_store_put(ngx_str_t *id, const u_char *messages,
-    size_t messages_len, const u_char *response, size_t response_len)
+ngx_http_llm_store_put(ngx_str_t *id, const u_char *owner,
+    const u_char *messages, size_t messages_len, const u_char *response,
+    size_t response_len)
 {
     size_t                  len;
     ngx_http_llm_store_t   *st = &ngx_http_llm_store;
@@ -110,6 +150,7 @@ ngx_http_llm_store_put(ngx_str_t *id, const u_char *messages,
     e->next = NULL;
     e->messages_len = messages_len;
     e->response_len = response_len;
+    ngx_memcpy(e->owner, owner, NGX_HTTP_LLM_OWNER_LEN);
     ngx_memcpy(e->id, id->data, id->len);
     e->id[id->len] = '\0';
     ngx_memcpy(e->data, messages, messages_len);
@@ -142,30 +183,32 @@ ngx_http_llm_store_put(ngx_str_t *id, const u_char *messages,
 /* the thread pool: the conversation, copied into the job's pool */
 
 ngx_int_t
-ngx_http_llm_store_messages(const char *id, ngx_pool_t *pool, ngx_str_t *out)
+ngx_http_llm_store_messages(const char *id, const u_char *owner,
+    ngx_pool_t *pool, ngx_str_t *out)
 {
-    return ngx_http_llm_store_copy((const u_char *) id, ngx_strlen(id), pool,
-                                   0, out);
+    return ngx_http_llm_store_copy((const u_char *) id, ngx_strlen(id),
+                                   owner, pool, 0, out);
 }
 
 
 /* the event loop: the response object, copied into the request's pool */
 
 ngx_int_t
-ngx_http_llm_store_response(ngx_str_t *id, ngx_pool_t *pool, ngx_str_t *out)
+ngx_http_llm_store_response(ngx_str_t *id, const u_char *owner,
+    ngx_pool_t *pool, ngx_str_t *out)
 {
-    return ngx_http_llm_store_copy(id->data, id->len, pool, 1, out);
+    return ngx_http_llm_store_copy(id->data, id->len, owner, pool, 1, out);
 }
 
 
 /*
- * One of an entry's texts copied into the pool.  NGX_DECLINED for an
- * unknown id, NGX_ERROR when the copy cannot be allocated.
+ * One of an entry's texts copied into the pool.  NGX_DECLINED for an id
+ * unknown to the owner, NGX_ERROR when the copy cannot be allocated.
  */
 
 static ngx_int_t
-ngx_http_llm_store_copy(const u_char *id, size_t len, ngx_pool_t *pool,
-    ngx_uint_t response, ngx_str_t *out)
+ngx_http_llm_store_copy(const u_char *id, size_t len, const u_char *owner,
+    ngx_pool_t *pool, ngx_uint_t response, ngx_str_t *out)
 {
     u_char                 *text;
     size_t                  n;
@@ -177,7 +220,7 @@ ngx_http_llm_store_copy(const u_char *id, size_t len, ngx_pool_t *pool,
 
     pthread_mutex_lock(&st->lock);
 
-    e = ngx_http_llm_store_find(st, id, len);
+    e = ngx_http_llm_store_find(st, id, len, owner);
 
     if (e) {
         text = response ? e->data + e->messages_len : e->data;
@@ -201,17 +244,18 @@ ngx_http_llm_store_copy(const u_char *id, size_t len, ngx_pool_t *pool,
 }
 
 
-/* the event loop: NGX_OK when the id was there, NGX_DECLINED if not */
+/* the event loop: NGX_OK when the owner's id was there, NGX_DECLINED if
+ * not */
 
 ngx_int_t
-ngx_http_llm_store_delete(ngx_str_t *id)
+ngx_http_llm_store_delete(ngx_str_t *id, const u_char *owner)
 {
     ngx_http_llm_store_t   *st = &ngx_http_llm_store;
     ngx_http_llm_stored_t  *e;
 
     pthread_mutex_lock(&st->lock);
 
-    e = ngx_http_llm_store_find(st, id->data, id->len);
+    e = ngx_http_llm_store_find(st, id->data, id->len, owner);
 
     if (e) {
         ngx_http_llm_store_unlink(st, e);
@@ -227,7 +271,7 @@ ngx_http_llm_store_delete(ngx_str_t *id)
 
 static ngx_http_llm_stored_t *
 ngx_http_llm_store_find(ngx_http_llm_store_t *st, const u_char *id,
-    size_t len)
+    size_t len, const u_char *owner)
 {
     ngx_http_llm_stored_t  *e;
 
@@ -237,7 +281,9 @@ ngx_http_llm_store_find(ngx_http_llm_store_t *st, const u_char *id,
 
     for (e = st->oldest; e; e = e->next) {
         if (ngx_strncmp(e->id, id, len) == 0 && e->id[len] == '\0') {
-            return e;
+            /* ids are unique: another owner's is not there for this one */
+            return ngx_memcmp(e->owner, owner, NGX_HTTP_LLM_OWNER_LEN) == 0
+                   ? e : NULL;
         }
     }
 

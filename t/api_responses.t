@@ -475,13 +475,13 @@ is($b->post($resp, { input => 'x', previous_response_id => $ids[0] })->{status},
 
 # one response of about 7.4 kB: with it the bytes keep only itself
 my $big = $b->post($resp, { input => 'big', max_output_tokens => 1,
-                            metadata => { k => 'x' x 6300 } });
+                            user => 'x' x 6300 });
 is($b->get("$resp/$big->{json}{id}")->{content}, $big->{content},
    'bytes: a large response is kept');
 is_deeply([ map { $b->get("$resp/$_")->{status} } @ids[2, 3] ], [ 404, 404 ],
           'bytes: the older ones go to make room, though 3 entries would fit');
 my $huge = $b->post($resp, { input => 'huge', max_output_tokens => 1,
-                             metadata => { k => 'x' x 9000 } });
+                             user => 'x' x 9000 });
 is($huge->{status}, 200, 'a response larger than the store is answered');
 is($b->get("$resp/$huge->{json}{id}")->{status}, 404, '... but not kept');
 is($b->get("$resp/$big->{json}{id}")->{status}, 200, '... nor evicts any');
