@@ -87,6 +87,7 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
 
     ctx->request = r;
     ctx->route = route;
+    ctx->inflight = -1;
     ngx_http_set_ctx(r, ctx, ngx_http_llm_module);
 
     rc = ngx_http_read_client_request_body(r, ngx_http_llm_body_handler);

@@ -47,6 +47,7 @@
 #include <yajl/yajl_tree.h>
 #include <llm.h>
 
+#include "ngx_http_llm_inflight.h"
 #include "ngx_http_llm_json.h"
 
 
@@ -268,6 +269,7 @@ struct ngx_http_llm_ctx_s {
     ngx_uint_t                  n_done;        /* sequences finished */
 
     ngx_str_t                   id;            /* "chatcmpl-..." */
+    ngx_int_t                   inflight;      /* its slot, or -1 */
     ngx_str_t                   model;         /* served model name */
     time_t                      created;
     double                      arrival;       /* llm_now(): body read */
