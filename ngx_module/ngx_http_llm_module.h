@@ -492,6 +492,7 @@ ngx_int_t ngx_http_llm_send_not_allowed(ngx_http_request_t *r,
 ngx_int_t ngx_http_llm_error_json(ngx_http_llm_json_t *j, ngx_uint_t status,
     const char *type, const char *param, const u_char *msg, size_t len);
 const char *ngx_http_llm_error_type(ngx_uint_t status);
+const char *ngx_http_llm_error_reason(ngx_uint_t status);
 
 /* ngx_http_llm_usage.c */
 #define NGX_HTTP_LLM_USAGE_CHUNK    0     /* running usage of a chunk */
