@@ -3,10 +3,11 @@
 # a type and a message that fit the status (docs/api.md, "nginx's own
 # errors"): limit_req and limit_conn (at 429 and at nginx's default 503),
 # auth_basic, auth_request, deny, client_max_body_size, a bad chunked body,
-# "return" of other statuses; the headers nginx sets stay; an error_page of
-# the user and a body the user wrote win.  Errors nginx finds before it
-# chooses a location (414, 494, a 400 of the request head) and the 408 it
-# never answers are checked as what they are: not JSON, out of reach.
+# "return" of other statuses, If-Match ignored; the headers nginx sets stay;
+# an error_page of the user and a body the user wrote win.  Errors nginx
+# finds before it chooses a location (414, 494, a 400 of the request head)
+# and the 408 it never answers are checked as what they are: not JSON, out
+# of reach.
 
 use strict;
 use warnings;
@@ -234,6 +235,18 @@ is($resp, '', 'client_body_timeout: the connection closed without a word');
 cmp_ok(time - $t0, '<', 10, 'client_body_timeout: after about 1 s');
 ok($t->wait_log_line(qr{^/slow/chat/completions 408 }),
    'client_body_timeout: 408 in the access log');
+
+# preconditions are ignored, as vLLM ignores them: nginx's not_modified
+# filter would fail them all (no answer has an ETag or a Last-Modified)
+$r = $t->get('/v1/models', headers => { 'If-Match' => '"x"' });
+is($r->{status}, 200, 'If-Match on /v1/models: ignored');
+$r = $t->post("/v1$chat", { messages => [ { role => 'user', content => 'Hi' } ],
+                            max_tokens => 2 },
+              headers => { 'If-Unmodified-Since' =>
+                           'Mon, 01 Jan 2001 00:00:00 GMT' });
+is($r->{status}, 200, 'If-Unmodified-Since on a chat completion: ignored');
+ok($t->wait_log_line(qr{^/v1/chat/completions 200 id=chatcmpl-.* completion=2 }),
+   'the chat completion is billed');
 
 # --- statuses of "return" ---
 
