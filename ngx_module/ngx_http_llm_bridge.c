@@ -397,6 +397,9 @@ ngx_http_llm_engine_submit(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 
     ngx_http_llm_ctx_stats(ctx);
 
+    ctx->inflight = ngx_http_llm_inflight_add(&ctx->id, &ctx->model,
+                                              ctx->stats.prompt_tokens);
+
     return NGX_OK;
 }
 
@@ -490,6 +493,10 @@ ngx_http_llm_engine_release(ngx_http_llm_ctx_t *ctx)
         ngx_http_llm_ctx_stats(ctx);
         ctx->finish = LLM_FINISH_ABORT;
     }
+
+    /* from here on the access log line bills it */
+    ngx_http_llm_inflight_remove(ctx->inflight);
+    ctx->inflight = -1;
 }
 
 
@@ -526,6 +533,7 @@ ngx_http_llm_drain_output(llm_request *lr, const llm_output *out, void *data)
     }
 
     ngx_http_llm_ctx_stats(ctx);
+    ngx_http_llm_inflight_update(ctx->inflight, ctx->stats.completion_tokens);
 
     if (seq->finish == LLM_FINISH_ERROR) {
         ctx->finish = LLM_FINISH_ERROR;     /* the whole request fails */

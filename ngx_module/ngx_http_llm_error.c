@@ -15,46 +15,111 @@
 #include "ngx_http_llm_module.h"
 
 
+typedef struct {
+    ngx_uint_t                  status;
+    const char                 *type;
+    const char                 *reason;
+} ngx_http_llm_error_status_t;
+
+
+static const ngx_http_llm_error_status_t *ngx_http_llm_error_status(
+    ngx_uint_t status);
 static ngx_int_t ngx_http_llm_error_send(ngx_http_request_t *r,
     ngx_uint_t status, const char *type, const char *param,
     const char *allow, const char *fmt, va_list args);
 
 
+/*
+ * The statuses nginx has a reason phrase for, and vLLM's 422: the type of
+ * each and its reason phrase, the message of nginx's own error pages
+ * (ngx_http_llm_error_filter.c).  A status the openai SDKs raise a class
+ * of their own for (400, 401, 403, 404, 409, 422, 429, 500) is typed with
+ * that class's name, as vLLM names the errors it raises; so are 501
+ * (vLLM's NotImplementedError) and 503 (not ready, or overloaded).  The
+ * others are typed with their reason phrase (type NULL), as vLLM types the
+ * errors of its HTTP layer: Python's HTTPStatus phrase, which nginx's
+ * status line words differently at times ("405 Not Allowed").
+ */
+
+static const ngx_http_llm_error_status_t  ngx_http_llm_error_statuses[] = {
+    { NGX_HTTP_BAD_REQUEST, "BadRequestError", "Bad Request" },
+    { NGX_HTTP_UNAUTHORIZED, "AuthenticationError", "Unauthorized" },
+    { 402, NULL, "Payment Required" },
+    { NGX_HTTP_FORBIDDEN, "PermissionDeniedError", "Forbidden" },
+    { NGX_HTTP_NOT_FOUND, "NotFoundError", "Not Found" },
+    { NGX_HTTP_NOT_ALLOWED, NULL, "Method Not Allowed" },
+    { 406, NULL, "Not Acceptable" },
+    { NGX_HTTP_REQUEST_TIME_OUT, NULL, "Request Timeout" },
+    { NGX_HTTP_CONFLICT, "ConflictError", "Conflict" },
+    { 410, NULL, "Gone" },
+    { NGX_HTTP_LENGTH_REQUIRED, NULL, "Length Required" },
+    { NGX_HTTP_PRECONDITION_FAILED, NULL, "Precondition Failed" },
+    { NGX_HTTP_REQUEST_ENTITY_TOO_LARGE, NULL, "Request Entity Too Large" },
+    { NGX_HTTP_REQUEST_URI_TOO_LARGE, NULL, "Request-URI Too Long" },
+    { NGX_HTTP_UNSUPPORTED_MEDIA_TYPE, NULL, "Unsupported Media Type" },
+    { NGX_HTTP_RANGE_NOT_SATISFIABLE, NULL,
+      "Requested Range Not Satisfiable" },
+    { NGX_HTTP_MISDIRECTED_REQUEST, NULL, "Misdirected Request" },
+    { 422, "UnprocessableEntityError", "Unprocessable Entity" },
+    { NGX_HTTP_TOO_MANY_REQUESTS, "RateLimitError", "Too Many Requests" },
+    { NGX_HTTP_INTERNAL_SERVER_ERROR, "InternalServerError",
+      "Internal Server Error" },
+    { NGX_HTTP_NOT_IMPLEMENTED, "NotImplementedError", "Not Implemented" },
+    { NGX_HTTP_BAD_GATEWAY, NULL, "Bad Gateway" },
+    { NGX_HTTP_SERVICE_UNAVAILABLE, "ServiceUnavailableError",
+      "Service Unavailable" },
+    { NGX_HTTP_GATEWAY_TIME_OUT, NULL, "Gateway Timeout" },
+    { NGX_HTTP_VERSION_NOT_SUPPORTED, NULL, "HTTP Version Not Supported" },
+    { NGX_HTTP_INSUFFICIENT_STORAGE, NULL, "Insufficient Storage" }
+};
+
+/* statuses not in the table: the class of their range (RFC 9110) */
+static const ngx_http_llm_error_status_t  ngx_http_llm_error_client =
+    { 0, NULL, "Client Error" };
+
+static const ngx_http_llm_error_status_t  ngx_http_llm_error_server =
+    { 0, NULL, "Server Error" };
+
+
+/* the type of an error object: the status's class name, or its phrase */
+
 const char *
 ngx_http_llm_error_type(ngx_uint_t status)
 {
-    /*
-     * vLLM names errors it raises after their exception classes
-     * ("BadRequestError", "NotFoundError") and errors of the HTTP layer
-     * after the reason phrase ("Method Not Allowed"); so do we.
-     */
+    const ngx_http_llm_error_status_t  *es;
 
-    switch (status) {
-    case NGX_HTTP_BAD_REQUEST:
-        return "BadRequestError";
-    case NGX_HTTP_NOT_FOUND:
-        return "NotFoundError";
-    case NGX_HTTP_NOT_ALLOWED:
-        return "Method Not Allowed";
-    case NGX_HTTP_REQUEST_TIME_OUT:
-        return "Request Timeout";
-    case NGX_HTTP_REQUEST_ENTITY_TOO_LARGE:
-        return "Request Entity Too Large";
-    case NGX_HTTP_REQUEST_URI_TOO_LARGE:
-        return "Request-URI Too Large";
-    case NGX_HTTP_UNSUPPORTED_MEDIA_TYPE:
-        return "Unsupported Media Type";
-    case 422:
-        return "UnprocessableEntityError";
-    case NGX_HTTP_NOT_IMPLEMENTED:
-        return "NotImplementedError";
-    case NGX_HTTP_SERVICE_UNAVAILABLE:
-        return "ServiceUnavailableError";
-    case NGX_HTTP_INTERNAL_SERVER_ERROR:
-        return "InternalServerError";
-    default:
-        return status >= 500 ? "InternalServerError" : "BadRequestError";
+    es = ngx_http_llm_error_status(status);
+
+    if (es->type) {
+        return es->type;
     }
+
+    return es->reason;
+}
+
+
+const char *
+ngx_http_llm_error_reason(ngx_uint_t status)
+{
+    return ngx_http_llm_error_status(status)->reason;
+}
+
+
+static const ngx_http_llm_error_status_t *
+ngx_http_llm_error_status(ngx_uint_t status)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < sizeof(ngx_http_llm_error_statuses)
+                    / sizeof(ngx_http_llm_error_statuses[0]); i++)
+    {
+        if (ngx_http_llm_error_statuses[i].status == status) {
+            return &ngx_http_llm_error_statuses[i];
+        }
+    }
+
+    return status >= NGX_HTTP_INTERNAL_SERVER_ERROR
+           ? &ngx_http_llm_error_server : &ngx_http_llm_error_client;
 }
 
 

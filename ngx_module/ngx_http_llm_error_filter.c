@@ -4,14 +4,18 @@
  * second module of the .so: nginx's own error pages as the OpenAI error
  * object (ngx_http_llm_error.c) inside llm_api locations.
  *
- * Errors nginx finds before the llm module runs (a body over
- * client_max_body_size is answered 413 in the find-config phase, a chunked
- * body in the body filter) go through ngx_http_special_response_handler(),
- * which sends text/html; the header and body filters here replace that
- * page with the JSON object, so clients of an llm_api location never see
- * HTML.  An error_page the user configured still wins: it redirects to its
- * own location first.  The filters join the chain only when the
- * configuration has an llm_api location.
+ * Errors nginx finds before the llm module runs (a 401 of auth_basic or
+ * auth_request, a 403 of deny, a 429 or 503 of limit_req or limit_conn,
+ * a body over client_max_body_size answered 413 in the find-config phase,
+ * a bad chunked body, a "return 4xx") go through
+ * ngx_http_special_response_handler(), which sends a text/html page, or
+ * no body for a status nginx has no page for; the header and body filters
+ * here replace it with the JSON object, typed after the status, so
+ * clients of an llm_api location never see HTML.  The headers nginx set
+ * stay (WWW-Authenticate, add_header ... always).  An error_page the user
+ * configured still wins: it redirects to its own location first, and a
+ * page it sends is not replaced.  The filters join the chain only when
+ * the configuration has an llm_api location.
  */
 
 
@@ -27,6 +31,10 @@ typedef struct {
 
 static ngx_int_t ngx_http_llm_error_filter_init(ngx_conf_t *cf);
 static ngx_int_t ngx_http_llm_error_header_filter(ngx_http_request_t *r);
+static const char *ngx_http_llm_error_message(ngx_http_request_t *r,
+    ngx_uint_t status);
+static ngx_uint_t ngx_http_llm_error_rejected(ngx_http_request_t *r,
+    ngx_str_t *var);
 static ngx_int_t ngx_http_llm_error_body_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
 
@@ -90,7 +98,7 @@ ngx_http_llm_error_filter_init(ngx_conf_t *cf)
 static ngx_int_t
 ngx_http_llm_error_header_filter(ngx_http_request_t *r)
 {
-    char                       *msg;
+    const char                 *msg;
     ngx_uint_t                  status;
     ngx_http_llm_loc_conf_t    *llcf;
     ngx_http_llm_error_page_t  *ep;
@@ -99,16 +107,20 @@ ngx_http_llm_error_header_filter(ngx_http_request_t *r)
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
 
     /*
-     * Only nginx's special responses: they are the only text/html bodies
-     * with an error status that an llm_api location produces.
+     * Only nginx's special responses (err_status): its HTML page, or the
+     * empty body of a status without one.  A body the user wrote
+     * ("return 403 text", an error_page) has a type of its own, and the
+     * module's own errors are JSON already.
      */
 
     if (llcf->handler != NGX_HTTP_LLM_HANDLER_API
         || status < NGX_HTTP_BAD_REQUEST
+        || r->err_status == 0
         || r != r->main
-        || r->headers_out.content_type.len != sizeof("text/html") - 1
-        || ngx_strncmp(r->headers_out.content_type.data, "text/html",
-                       sizeof("text/html") - 1) != 0)
+        || (r->headers_out.content_type.len != 0
+            && (r->headers_out.content_type.len != sizeof("text/html") - 1
+                || ngx_strncmp(r->headers_out.content_type.data, "text/html",
+                               sizeof("text/html") - 1) != 0)))
     {
         return ngx_http_next_header_filter(r);
     }
@@ -118,11 +130,7 @@ ngx_http_llm_error_header_filter(ngx_http_request_t *r)
         return NGX_ERROR;
     }
 
-    msg = (char *) ngx_http_llm_error_type(status);
-
-    if (status == NGX_HTTP_REQUEST_ENTITY_TOO_LARGE) {
-        msg = "Request body is larger than client_max_body_size.";
-    }
+    msg = ngx_http_llm_error_message(r, status);
 
     ngx_http_llm_json_init(&ep->page, r->pool, 256);
 
@@ -146,6 +154,57 @@ ngx_http_llm_error_header_filter(ngx_http_request_t *r)
     }
 
     return ngx_http_next_header_filter(r);
+}
+
+
+/*
+ * The reason phrase, or what nginx refused the request for when it is
+ * known: a rejection by limit_req or limit_conn (at limit_req_status or
+ * limit_conn_status, whatever the status), and the 413 nginx makes itself.
+ */
+
+static const char *
+ngx_http_llm_error_message(ngx_http_request_t *r, ngx_uint_t status)
+{
+    static ngx_str_t  limit_req = ngx_string("limit_req_status");
+    static ngx_str_t  limit_conn = ngx_string("limit_conn_status");
+
+    if (ngx_http_llm_error_rejected(r, &limit_req)) {
+        return "Too many requests: over the request rate this server "
+               "allows (nginx limit_req).";
+    }
+
+    if (ngx_http_llm_error_rejected(r, &limit_conn)) {
+        return "Too many requests at once: over the concurrent requests "
+               "this server allows (nginx limit_conn).";
+    }
+
+    if (status == NGX_HTTP_REQUEST_ENTITY_TOO_LARGE) {
+        return "Request body is larger than client_max_body_size.";
+    }
+
+    return ngx_http_llm_error_reason(status);
+}
+
+
+/*
+ * $limit_req_status and $limit_conn_status are "REJECTED" once the module
+ * refused the request; looked up by name, they are simply not found in an
+ * nginx built without those modules.
+ */
+
+static ngx_uint_t
+ngx_http_llm_error_rejected(ngx_http_request_t *r, ngx_str_t *var)
+{
+    ngx_http_variable_value_t  *vv;
+
+    vv = ngx_http_get_variable(r, var, ngx_hash_key(var->data, var->len));
+
+    return vv != NULL
+           && !vv->not_found
+           && vv->len == sizeof("REJECTED") - 1
+           && ngx_strncmp(vv->data, "REJECTED", sizeof("REJECTED") - 1)
+              == 0;
 }
 
 

@@ -46,6 +46,14 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
     ngx_http_llm_ctx_t          *ctx;
     const ngx_http_llm_route_t  *route;
 
+    /*
+     * No answer here has an ETag or a Last-Modified, so nginx's
+     * not_modified filter would fail every If-Match and If-Unmodified-Since
+     * with a 412, a generation's answer too, once it ran, dropping the
+     * module's context and the request's bill; vLLM ignores them too.
+     */
+    r->disable_not_modified = 1;
+
     route = ngx_http_llm_route_find(r, &id);
 
     if (route == NULL || !(r->method & route->methods)
@@ -87,6 +95,7 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
 
     ctx->request = r;
     ctx->route = route;
+    ctx->inflight = -1;
     ngx_http_set_ctx(r, ctx, ngx_http_llm_module);
 
     rc = ngx_http_read_client_request_body(r, ngx_http_llm_body_handler);

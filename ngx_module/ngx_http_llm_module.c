@@ -450,7 +450,7 @@ ngx_http_llm_postconfiguration(ngx_conf_t *cf)
         return NGX_ERROR;
     }
 
-    return NGX_OK;
+    return ngx_http_llm_inflight_add_zone(cf);
 }
 
 
@@ -739,6 +739,9 @@ ngx_http_llm_init_process(ngx_cycle_t *cycle)
 
     ngx_http_llm_store_init(lmcf->store_entries, lmcf->store_size);
 
+    /* what a worker that died left in flight, reported in the error log */
+    ngx_http_llm_inflight_init_process(cycle);
+
     /*
      * A failure here would leave the master without workers ("exited with
      * fatal code 2 and cannot be respawned"); the engine instead records
@@ -754,5 +757,6 @@ ngx_http_llm_init_process(ngx_cycle_t *cycle)
 static void
 ngx_http_llm_exit_process(ngx_cycle_t *cycle)
 {
+    ngx_http_llm_inflight_exit_process();
     ngx_http_llm_engine_stop(cycle);
 }

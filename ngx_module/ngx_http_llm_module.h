@@ -47,6 +47,7 @@
 #include <yajl/yajl_tree.h>
 #include <llm.h>
 
+#include "ngx_http_llm_inflight.h"
 #include "ngx_http_llm_json.h"
 
 
@@ -288,6 +289,7 @@ struct ngx_http_llm_ctx_s {
     ngx_uint_t                  n_done;        /* sequences finished */
 
     ngx_str_t                   id;            /* "chatcmpl-..." */
+    ngx_int_t                   inflight;      /* its slot, or -1 */
     ngx_str_t                   model;         /* served model name */
     time_t                      created;
     double                      arrival;       /* llm_now(): body read */
@@ -513,6 +515,7 @@ ngx_int_t ngx_http_llm_send_not_allowed(ngx_http_request_t *r,
 ngx_int_t ngx_http_llm_error_json(ngx_http_llm_json_t *j, ngx_uint_t status,
     const char *type, const char *param, const u_char *msg, size_t len);
 const char *ngx_http_llm_error_type(ngx_uint_t status);
+const char *ngx_http_llm_error_reason(ngx_uint_t status);
 
 /* ngx_http_llm_usage.c */
 #define NGX_HTTP_LLM_USAGE_CHUNK    0     /* running usage of a chunk */
