@@ -8,15 +8,18 @@
  *      each new token does to its request;
  *   3. publish the step's output to the client and notify once.
  */
-#include <limits.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/backend.h"
 #include "engine_internal.h"
+#include "kv_blocks.h"
+#include "model/model.h"
+#include "request.h"
+#include "scheduler.h"
 #include "stats.h"
 #include "step.h"
 #include "util/util.h"

@@ -20,10 +20,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "engine_internal.h"
+#include "grammar/json_grammar.h"
+#include "request.h"
+#include "sampler.h"
+#include "sampler_rows.h"
+#include "scheduler.h"
 #include "spec_decode.h"
 #include "stats.h"
 #include "step.h"
+#include "tokenizer/tokenizer.h"
 #include "util/util.h"
 
 
@@ -417,7 +424,7 @@ llm_engine_sample_step(llm_engine *e, const int32_t *ids,
             row += s->step_lp_rows[i];
         }
         r->n_computed += s->step_tokens[i];
-        llm_sched_register_blocks(&e->sched, r);
+        llm_sched_register_blocks(s, r);
         if (r->n_computed < r->n_tokens) {
             continue;                   /* a prefill chunk: no token yet */
         }
@@ -441,23 +448,15 @@ llm_engine_sample_step(llm_engine *e, const int32_t *ids,
 /* ---- the step ------------------------------------------------------------ */
 
 
-void
-llm_engine_step(llm_engine *e, double now)
+/* Runs the backend on the step's batch: the ids (and logprobs) of its
+ * logits rows into e->ids when it samples on the device, else the rows
+ * themselves into e->logits. */
+static int
+llm_engine_forward(llm_engine *e, int on_device, char *err)
 {
-    llm_scheduler  *s = &e->sched;
-    char            err[LLM_ERR_LEN];
-    size_t          need;
-    int             i, rc, on_device;
-    llm_sample_spec spec;
+    llm_sample_spec  spec;
+    size_t           need;
 
-    if (llm_sched_schedule(s, &e->bb, now) == 0) {
-        if (s->running.n == 0 && s->wait_head) {
-            /* cannot happen with min_blocks >= max_model_len; never spin */
-            llm_engine_finish(e, s->wait_head, LLM_FINISH_ERROR, now);
-        }
-        return;
-    }
-    on_device = llm_engine_sample_plan(e);
     if (on_device) {
         if (e->bb.batch.n_logits > e->ids_cap) {
             free(e->ids);
@@ -467,18 +466,35 @@ llm_engine_step(llm_engine *e, double now)
             e->lps = llm_xmalloc(sizeof(llm_token_logprob) * e->ids_cap);
         }
         spec = llm_sample_rows_spec(&e->srows);
-        rc = e->backend->forward_sample(e->backend, &e->bb.batch, &spec,
-                                        e->ids, e->lps, err);
-    } else {
-        need = (size_t) e->bb.batch.n_logits * e->model->config.vocab_size;
-        if (need > (size_t) e->logits_cap) {
-            free(e->logits);
-            e->logits = llm_xmalloc(sizeof(float) * need);
-            e->logits_cap = (int) need;
-        }
-        rc = e->backend->forward(e->backend, &e->bb.batch, e->logits, err);
+        return e->backend->forward_sample(e->backend, &e->bb.batch, &spec,
+                                          e->ids, e->lps, err);
     }
-    if (rc != 0) {
+    need = (size_t) e->bb.batch.n_logits * e->model->config.vocab_size;
+    if (need > (size_t) e->logits_cap) {
+        free(e->logits);
+        e->logits = llm_xmalloc(sizeof(float) * need);
+        e->logits_cap = (int) need;
+    }
+    return e->backend->forward(e->backend, &e->bb.batch, e->logits, err);
+}
+
+
+void
+llm_engine_step(llm_engine *e, double now)
+{
+    llm_scheduler  *s = &e->sched;
+    char            err[LLM_ERR_LEN];
+    int             i, on_device;
+
+    if (llm_sched_schedule(s, &e->bb, now) == 0) {
+        if (s->running.n == 0 && s->wait_head) {
+            /* cannot happen with min_blocks >= max_model_len; never spin */
+            llm_engine_finish(e, s->wait_head, LLM_FINISH_ERROR, now);
+        }
+        return;
+    }
+    on_device = llm_engine_sample_plan(e);
+    if (llm_engine_forward(e, on_device, err) != 0) {
         fprintf(stderr, "llm engine: %s\n", err);
         for (i = s->step.n - 1; i >= 0; i--) {
             llm_engine_finish(e, s->step.items[i], LLM_FINISH_ERROR,

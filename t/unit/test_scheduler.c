@@ -78,17 +78,18 @@ teardown(fixture *f)
 }
 
 
-/* A request whose prompt is base, base + 1, ... (n tokens). */
+/* A request for these prompt ids, with parameters p (NULL: the
+ * defaults). */
 static llm_request *
-request_p(int n, int base, const llm_sampling_params *p)
+request_ids(const int32_t *prompt, int n, const llm_sampling_params *p)
 {
-    int32_t       prompt[MAX_LEN];
-    char          err[LLM_ERR_LEN];
-    llm_request  *r;
-    int           i;
+    llm_sampling_params  defaults;
+    char                 err[LLM_ERR_LEN];
+    llm_request         *r;
 
-    for (i = 0; i < n; i++) {
-        prompt[i] = (base + i) % VOCAB;
+    if (p == NULL) {
+        llm_sampling_params_init(&defaults, NULL);
+        p = &defaults;
     }
     r = llm_request_new(&vocab_only, MAX_LEN, prompt, n, p, 1, err);
     if (r == NULL) {
@@ -99,13 +100,33 @@ request_p(int n, int base, const llm_sampling_params *p)
 }
 
 
+/* A request whose prompt is base, base + 1, ... (n tokens). */
+static llm_request *
+request_p(int n, int base, const llm_sampling_params *p)
+{
+    int32_t  prompt[MAX_LEN];
+    int      i;
+
+    for (i = 0; i < n; i++) {
+        prompt[i] = (base + i) % VOCAB;
+    }
+    return request_ids(prompt, n, p);
+}
+
+
 static llm_request *
 request(int n, int base)
 {
-    llm_sampling_params  p;
+    return request_p(n, base, NULL);
+}
 
-    llm_sampling_params_init(&p, NULL);
-    return request_p(n, base, &p);
+
+/* r joins the back of the waiting queue. */
+static llm_request *
+join(fixture *f, llm_request *r)
+{
+    llm_sched_enqueue(&f->s, r);
+    return r;
 }
 
 
@@ -179,12 +200,9 @@ test_fifo_budget(void)
     int           n;
 
     setup(&f, 64, 0, 8, 32);
-    a = request(20, 100);
-    b = request(20, 200);
-    c = request(5, 300);
-    llm_sched_enqueue(&f.s, a);
-    llm_sched_enqueue(&f.s, b);
-    llm_sched_enqueue(&f.s, c);
+    a = join(&f, request(20, 100));
+    b = join(&f, request(20, 200));
+    c = join(&f, request(5, 300));
     tap_ok(f.s.n_waiting == 3 && a->state == LLM_REQ_WAITING,
            "enqueued requests wait");
 
@@ -230,12 +248,9 @@ test_max_num_seqs(void)
     llm_request  *a, *b, *c;
 
     setup(&f, 64, 0, 2, 1000);
-    a = request(10, 100);
-    b = request(10, 200);
-    c = request(10, 300);
-    llm_sched_enqueue(&f.s, a);
-    llm_sched_enqueue(&f.s, b);
-    llm_sched_enqueue(&f.s, c);
+    a = join(&f, request(10, 100));
+    b = join(&f, request(10, 200));
+    c = join(&f, request(10, 300));
     llm_sched_schedule(&f.s, &f.bb, 1.0);
     tap_ok(step_is(&f.s, 2, (llm_request *[]) { a, b }, (int []) { 10, 10 })
            && f.s.wait_head == c && c->state == LLM_REQ_WAITING,
@@ -258,12 +273,9 @@ test_head_blocks_queue(void)
     llm_request  *a, *b, *c;
 
     setup(&f, 4, 0, 8, 1000);
-    a = request(40, 100);               /* 3 blocks */
-    b = request(40, 200);               /* 3 blocks */
-    c = request(10, 300);               /* 1 block */
-    llm_sched_enqueue(&f.s, a);
-    llm_sched_enqueue(&f.s, b);
-    llm_sched_enqueue(&f.s, c);
+    a = join(&f, request(40, 100));     /* 3 blocks */
+    b = join(&f, request(40, 200));     /* 3 blocks */
+    c = join(&f, request(10, 300));     /* 1 block */
     llm_sched_schedule(&f.s, &f.bb, 1.0);
     tap_ok(step_is(&f.s, 1, (llm_request *[]) { a }, (int []) { 40 }),
            "only a fits the 4-block pool");
@@ -283,19 +295,15 @@ test_preemption(void)
     llm_request  *a, *b, *c;
 
     setup(&f, 4, 0, 8, 1000);
-    a = request(32, 100);               /* 2 full blocks */
-    b = request(32, 200);
-    llm_sched_enqueue(&f.s, a);
-    llm_sched_enqueue(&f.s, b);
+    a = join(&f, request(32, 100));     /* 2 full blocks */
+    b = join(&f, request(32, 200));
     llm_sched_schedule(&f.s, &f.bb, 1.0);
     tap_ok(step_is(&f.s, 2, (llm_request *[]) { a, b }, (int []) { 32, 32 })
            && llm_blocks_free_count(&f.pool) == 0,
            "a and b fill the pool");
     run_step(&f);
-    c = request(10, 300);
-    llm_sched_enqueue(&f.s, c);
-
     /* a's token 33 needs a third block: the newest, b, gives up its two */
+    c = join(&f, request(10, 300));
     llm_sched_schedule(&f.s, &f.bb, 2.0);
     tap_ok(step_is(&f.s, 1, (llm_request *[]) { a }, (int []) { 1 })
            && a->n_blocks == 3, "a decodes into a block taken from b");
@@ -330,10 +338,8 @@ test_self_preemption(void)
     llm_request  *a, *b;
 
     setup(&f, 4, 0, 8, 1000);
-    a = request(32, 100);               /* 2 blocks, then a third */
-    b = request(16, 200);               /* 1 block, then a second */
-    llm_sched_enqueue(&f.s, a);
-    llm_sched_enqueue(&f.s, b);
+    a = join(&f, request(32, 100));     /* 2 blocks, then a third */
+    b = join(&f, request(16, 200));     /* 1 block, then a second */
     llm_sched_schedule(&f.s, &f.bb, 1.0);
     run_step(&f);
     llm_sched_schedule(&f.s, &f.bb, 2.0);
@@ -358,8 +364,7 @@ test_prefix_cache(void)
     int32_t              a_blocks[2];
 
     setup(&f, 16, 1, 8, 1000);
-    a = request(40, 100);
-    llm_sched_enqueue(&f.s, a);
+    a = join(&f, request(40, 100));
     llm_sched_schedule(&f.s, &f.bb, 1.0);
     tap_ok(a->stats.cached_tokens == 0 && f.s.prefix_cache_queries == 40
            && f.s.prefix_cache_hits == 0, "a cold cache: 40 queried, 0 hit");
@@ -369,8 +374,7 @@ test_prefix_cache(void)
     a_blocks[1] = a->blocks[1];
     finish(&f, a);
 
-    b = request(41, 100);               /* a's prompt and one more token */
-    llm_sched_enqueue(&f.s, b);
+    b = join(&f, request(41, 100));    /* a's prompt and one more token */
     llm_sched_schedule(&f.s, &f.bb, 2.0);
     tap_ok(step_is(&f.s, 1, (llm_request *[]) { b }, (int []) { 9 })
            && b->n_computed == 32 && b->stats.cached_tokens == 32,
@@ -383,8 +387,7 @@ test_prefix_cache(void)
     run_step(&f);
     finish(&f, b);
 
-    c = request(32, 100);               /* exactly a's first two blocks */
-    llm_sched_enqueue(&f.s, c);
+    c = join(&f, request(32, 100));    /* exactly a's first two blocks */
     llm_sched_schedule(&f.s, &f.bb, 3.0);
     tap_ok(step_is(&f.s, 1, (llm_request *[]) { c }, (int []) { 16 })
            && c->stats.cached_tokens == 16,
@@ -394,8 +397,7 @@ test_prefix_cache(void)
 
     llm_sampling_params_init(&p, NULL);
     p.cache_salt = "tenant";
-    d = request_p(40, 100, &p);
-    llm_sched_enqueue(&f.s, d);
+    d = join(&f, request_p(40, 100, &p));
     llm_sched_schedule(&f.s, &f.bb, 4.0);
     tap_ok(step_is(&f.s, 1, (llm_request *[]) { d }, (int []) { 40 })
            && d->stats.cached_tokens == 0,
@@ -403,13 +405,11 @@ test_prefix_cache(void)
     teardown(&f);
 
     setup(&f, 16, 0, 8, 1000);
-    a = request(40, 100);
-    llm_sched_enqueue(&f.s, a);
+    a = join(&f, request(40, 100));
     llm_sched_schedule(&f.s, &f.bb, 1.0);
     run_step(&f);
     finish(&f, a);
-    b = request(41, 100);
-    llm_sched_enqueue(&f.s, b);
+    b = join(&f, request(41, 100));
     llm_sched_schedule(&f.s, &f.bb, 2.0);
     tap_ok(step_is(&f.s, 1, (llm_request *[]) { b }, (int []) { 41 })
            && f.s.prefix_cache_queries == 0 && b->n_keys == 0,
@@ -429,10 +429,8 @@ test_prompt_logprob_rows(void)
     f.s.cfg.max_prompt_lp_rows = 10;
     llm_sampling_params_init(&p, NULL);
     p.prompt_logprobs = 0;
-    a = request_p(30, 100, &p);
-    b = request_p(30, 500, &p);
-    llm_sched_enqueue(&f.s, a);
-    llm_sched_enqueue(&f.s, b);
+    a = join(&f, request_p(30, 100, &p));
+    b = join(&f, request_p(30, 500, &p));
     llm_sched_schedule(&f.s, &f.bb, 1.0);
     tap_ok(step_is(&f.s, 1, (llm_request *[]) { a }, (int []) { 10 })
            && f.s.step_lp_rows[0] == 10 && f.bb.batch.n_logits == 10,
@@ -454,8 +452,7 @@ test_prompt_logprob_rows(void)
     finish(&f, a);
 
     /* a's prompt is cached now, but c lacks the records of it */
-    c = request_p(30, 100, &p);
-    llm_sched_enqueue(&f.s, c);
+    c = join(&f, request_p(30, 100, &p));
     llm_sched_remove(&f.s, b);
     llm_request_unref(b);
     llm_sched_schedule(&f.s, &f.bb, 4.0);
@@ -476,12 +473,11 @@ test_shared_prompt(void)
     llm_request  *l, *r;
 
     setup(&f, 16, 0, 8, 1000);
-    l = request(40, 100);
+    l = join(&f, request(40, 100));
     r = request(40, 100);
-    atomic_fetch_add(&l->refs, 1);      /* what llm_engine_submit_shared */
-    r->share_from = l;                  /* does */
-    llm_sched_enqueue(&f.s, l);
-    llm_sched_enqueue(&f.s, r);
+    atomic_fetch_add(&l->refs, 1);      /* llm_engine_submit_shared() */
+    r->share_from = l;
+    join(&f, r);
     llm_sched_schedule(&f.s, &f.bb, 1.0);
     tap_ok(step_is(&f.s, 1, (llm_request *[]) { l }, (int []) { 40 })
            && f.s.wait_head == r && r->share_from == l,
@@ -504,21 +500,13 @@ test_shared_prompt(void)
 static void
 test_drafts(void)
 {
-    fixture              f;
-    llm_request         *a;
-    llm_sampling_params  p;
-    int32_t              prompt[8] = { 1, 2, 3, 1, 2, 3, 1, 2 };
-    char                 err[LLM_ERR_LEN];
+    fixture       f;
+    llm_request  *a;
+    int32_t       prompt[8] = { 1, 2, 3, 1, 2, 3, 1, 2 };
 
     setup(&f, 16, 0, 8, 1000);
     f.s.cfg.spec = (llm_spec_config) { 3, 1, 2 };
-    llm_sampling_params_init(&p, NULL);
-    a = llm_request_new(&vocab_only, MAX_LEN, prompt, 8, &p, 1, err);
-    if (a == NULL) {
-        tap_diag("llm_request_new: %s", err);
-        exit(1);
-    }
-    llm_sched_enqueue(&f.s, a);
+    a = join(&f, request_ids(prompt, 8, NULL));
     llm_sched_schedule(&f.s, &f.bb, 1.0);
     tap_ok(a->n_draft == 0, "no drafts for a prefill");
     run_step(&f);
@@ -548,18 +536,14 @@ test_remove_waiting(void)
     llm_request  *a, *b, *c, *d;
 
     setup(&f, 16, 0, 8, 1000);
-    a = request(5, 100);
-    b = request(5, 200);
-    c = request(5, 300);
-    d = request(5, 400);
-    llm_sched_enqueue(&f.s, a);
-    llm_sched_enqueue(&f.s, b);
-    llm_sched_enqueue(&f.s, c);
+    a = join(&f, request(5, 100));
+    b = join(&f, request(5, 200));
+    c = join(&f, request(5, 300));
     finish(&f, c);
     tap_ok(f.s.wait_tail == b && f.s.n_waiting == 2,
            "removing the tail moves the tail back");
     finish(&f, a);
-    llm_sched_enqueue(&f.s, d);
+    d = join(&f, request(5, 400));
     tap_ok(f.s.wait_head == b && b->next == d && f.s.wait_tail == d
            && f.s.n_waiting == 2, "removing the head: b, then d");
     llm_sched_schedule(&f.s, &f.bb, 1.0);
