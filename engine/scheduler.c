@@ -340,17 +340,23 @@ llm_sched_add_to_step(llm_scheduler *s, llm_batch_buf *bb, llm_request *r,
 }
 
 
-int
-llm_sched_schedule(llm_scheduler *s, llm_batch_buf *bb, double now)
+/* What is left of a step's allowances. */
+typedef struct {
+    int  tokens;                        /* of max_num_batched_tokens */
+    int  lp_rows;                       /* of max_prompt_lp_rows */
+} llm_sched_budget;
+
+
+/* Running requests first, oldest first: a decode token (with drafts when
+ * speculating) or the next chunk of an unfinished prompt.  When blocks run
+ * out, the newest running request is preempted. */
+static void
+llm_sched_running(llm_scheduler *s, llm_batch_buf *bb, llm_sched_budget *left)
 {
     llm_request  *r, *victim;
-    int           i, k, n, hits, budget = s->cfg.max_num_batched_tokens;
-    int           lp_budget = s->cfg.max_prompt_lp_rows;
+    int           i, k, n;
 
-    s->step.n = 0;
-    llm_batch_reset(bb);
-
-    for (i = 0; i < s->running.n && budget > 0; i++) {
+    for (i = 0; i < s->running.n && left->tokens > 0; i++) {
         r = s->running.items[i];
         n = r->n_tokens - r->n_computed;
         r->n_draft = 0;
@@ -358,7 +364,7 @@ llm_sched_schedule(llm_scheduler *s, llm_batch_buf *bb, double now)
          * after the one before: no drafts */
         if (s->cfg.spec.k > 0 && n == 1 && !r->params.json_object) {
             k = llm_spec_schedule_drafts(&s->cfg.spec, r,
-                                         s->cfg.max_model_len, budget);
+                                         s->cfg.max_model_len, left->tokens);
             /* drafts never preempt anyone: without blocks, no drafts */
             if (k > 0 && llm_sched_reserve(s, r, r->n_computed + 1 + k) == 0)
             {
@@ -366,8 +372,8 @@ llm_sched_schedule(llm_scheduler *s, llm_batch_buf *bb, double now)
                 n = 1 + k;
             }
         }
-        n = n < budget ? n : budget;
-        n = llm_sched_lp_fit(r, n, lp_budget);
+        n = n < left->tokens ? n : left->tokens;
+        n = llm_sched_lp_fit(r, n, left->lp_rows);
         if (n == 0) {
             continue;                   /* its rows wait for the next step */
         }
@@ -381,11 +387,23 @@ llm_sched_schedule(llm_scheduler *s, llm_batch_buf *bb, double now)
         if (r->state != LLM_REQ_RUNNING) {
             break;                      /* r preempted itself: it was newest */
         }
-        lp_budget -= llm_sched_add_to_step(s, bb, r, n);
-        budget -= n;
+        left->lp_rows -= llm_sched_add_to_step(s, bb, r, n);
+        left->tokens -= n;
     }
+}
 
-    while (budget > 0 && s->wait_head
+
+/* Then waiting requests, first come first served, while the budget,
+ * max_num_seqs and the pool allow; each first takes what it can of its
+ * leader's blocks (parallel sampling) or of the prefix cache. */
+static void
+llm_sched_admit(llm_scheduler *s, llm_batch_buf *bb, llm_sched_budget *left,
+    double now)
+{
+    llm_request  *r;
+    int           n, hits;
+
+    while (left->tokens > 0 && s->wait_head
            && s->running.n < s->cfg.max_num_seqs)
     {
         r = s->wait_head;
@@ -397,8 +415,8 @@ llm_sched_schedule(llm_scheduler *s, llm_batch_buf *bb, double now)
             hits = llm_sched_prefix_hits(s, r);
         }
         n = r->n_tokens - r->n_computed;
-        n = n < budget ? n : budget;
-        n = llm_sched_lp_fit(r, n, lp_budget);
+        n = n < left->tokens ? n : left->tokens;
+        n = llm_sched_lp_fit(r, n, left->lp_rows);
         if (n == 0 || llm_sched_reserve(s, r, r->n_computed + n) != 0) {
             llm_sched_free_blocks(s, r);
             break;                      /* first come, first served */
@@ -415,9 +433,23 @@ llm_sched_schedule(llm_scheduler *s, llm_batch_buf *bb, double now)
             r->stats.scheduled = now;
             r->stats.cached_tokens = hits;
         }
-        lp_budget -= llm_sched_add_to_step(s, bb, r, n);
-        budget -= n;
+        left->lp_rows -= llm_sched_add_to_step(s, bb, r, n);
+        left->tokens -= n;
     }
+}
+
+
+int
+llm_sched_schedule(llm_scheduler *s, llm_batch_buf *bb, double now)
+{
+    llm_sched_budget  left;
+
+    left.tokens = s->cfg.max_num_batched_tokens;
+    left.lp_rows = s->cfg.max_prompt_lp_rows;
+    s->step.n = 0;
+    llm_batch_reset(bb);
+    llm_sched_running(s, bb, &left);
+    llm_sched_admit(s, bb, &left, now);
     return s->step.n;
 }
 
