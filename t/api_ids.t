@@ -104,15 +104,27 @@ my $w = NginxLLM->new(workers => 2,
 $w->{server} = 'access_log ' . $w->dir . '/logs/ids.log ids;';
 $w->start;
 my %by;
+my $ok = 0;
 for (1 .. 60) {
     # the other worker may still be loading the model (503)
-    for my $try (1 .. 100) {
-        last if $w->post('/v1/completions',
-                         { prompt => 'Hi', max_tokens => 1 })->{status} == 200;
+    my $deadline = Time::HiRes::time() + 60;
+    while (Time::HiRes::time() < $deadline) {
+        if ($w->post('/v1/completions',
+                     { prompt => 'Hi', max_tokens => 1 })->{status} == 200) {
+            $ok++;
+            last;
+        }
         Time::HiRes::sleep(0.05);
     }
 }
-for (split /\n/, NginxLLM::slurp($w->dir . '/logs/ids.log')) {
+is($ok, 60, '60 completions answered');
+# a line is logged after its response is sent: wait for all of them
+my $ids_log = $w->dir . '/logs/ids.log';
+my $deadline = Time::HiRes::time() + 30;
+Time::HiRes::sleep(0.05)
+    while (() = NginxLLM::slurp($ids_log) =~ /cmpl-/g) < 60
+          && Time::HiRes::time() < $deadline;
+for (split /\n/, NginxLLM::slurp($ids_log)) {
     my ($pid, $id) = split / /;
     push @{ $by{$pid} }, $id if $id =~ /^cmpl-/;
 }
