@@ -14,7 +14,7 @@
 # printed) and the first ones of each kind of failure shown.  A case is
 # (seed, index): t/fuzz_http/case.pl SEED I prints or replays it.
 #
-# env: LLM_FUZZ_HTTP_SEED (1), LLM_FUZZ_HTTP_RUNS (3000),
+# env: LLM_FUZZ_HTTP_SEED (1), LLM_FUZZ_HTTP_RUNS (2500),
 #      LLM_FUZZ_HTTP_JOBS (2 clients), LLM_FUZZ_HTTP_TIMEOUT (30 s a
 #      request), LLM_FUZZ_HTTP_RSS_MB (64, the bound per worker),
 #      LLM_FUZZ_HTTP_ONLY (a comma list of case indexes: only those)
@@ -35,7 +35,7 @@ use NginxLLM;
 $SIG{PIPE} = 'IGNORE';
 
 my $SEED    = $ENV{LLM_FUZZ_HTTP_SEED} // 1;
-my $RUNS    = $ENV{LLM_FUZZ_HTTP_RUNS} // 3000;
+my $RUNS    = $ENV{LLM_FUZZ_HTTP_RUNS} // 2500;
 my $JOBS    = $ENV{LLM_FUZZ_HTTP_JOBS} // 2;
 my $TIMEOUT = $ENV{LLM_FUZZ_HTTP_TIMEOUT} // 30;
 my $RSS_MB  = $ENV{LLM_FUZZ_HTTP_RSS_MB} // 64;
@@ -66,7 +66,12 @@ is(FuzzHTTP::case($SEED, 7)->{body}, FuzzHTTP::case($SEED, 7)->{body},
 
 # --- nginx, 2 workers ---
 
-my $t = NginxLLM->new(workers => 2, http => 'client_max_body_size 16m;');
+# fuzz.log: which worker answered which case (X-Fuzz-Case), to tell what a
+# worker that died had done before
+my $t = NginxLLM->new(workers => 2);
+$t->{http} = "client_max_body_size 16m;\n"
+    . "    log_format fuzz '\$pid \$http_x_fuzz_case \$status';\n"
+    . '    access_log ' . $t->dir . '/logs/fuzz.log fuzz;';
 $t->start;
 my @workers = $t->worker_pids;
 is(scalar @workers, 2, '2 workers');
@@ -108,7 +113,7 @@ sub run_cases {
             for my $i (@mine) {
                 my $c = FuzzHTTP::case($SEED, $i);
                 my $r = FuzzHTTP::post($t->port, $c->{path}, $c->{body},
-                                       $TIMEOUT);
+                                       $TIMEOUT, $i);
                 my @f = FuzzHTTP::check($c, $r);
                 if (@f) {
                     open my $b, '>', "$out/case-$i.body";
@@ -144,7 +149,7 @@ sub run_cases {
 }
 
 my @all = @ONLY ? @ONLY : (0 .. $RUNS - 1);
-my $warm = @ONLY ? 0 : ($RUNS >= 1000 ? 300 : int($RUNS / 10));
+my $warm = @all >= 1000 ? 300 : int(@all / 10);
 diag("seed $SEED: $RUNS cases, $JOBS clients, $TIMEOUT s a request "
      . "(t/fuzz_http/case.pl $SEED I replays case I)");
 
@@ -235,6 +240,28 @@ is_deeply([ $t->worker_pids ], \@workers, 'the same 2 workers at the end');
 my @sig = grep { /exited on signal/ } split /\n/, $t->error_log;
 ok(!@sig, 'no worker exited on a signal')
     or diag(join "\n", @sig[0 .. ($#sig < 9 ? $#sig : 9)]);
+if (@sig) {
+    # the cases each dead worker answered last (it dies on the next one, or
+    # of what one of these left behind)
+    my %by;
+    for (split /\n/, NginxLLM::slurp($t->dir . '/logs/fuzz.log')) {
+        my ($pid, $case, $st) = split / /;
+        push @{ $by{$pid} }, "$case:$st" if $case ne '-';
+    }
+    my %signals;
+    for (@sig) {
+        my ($pid, $n) = /worker process (\d+) exited on signal (\d+)/ or next;
+        $signals{$n}++;
+        my @l = @{ $by{$pid} // [] };
+        diag("worker $pid (signal $n) answered " . @l . ' cases, the last: '
+             . join(' ', @l[($#l > 4 ? $#l - 4 : 0) .. $#l]))
+            if $n != 11 || $signals{$n} <= 3;
+    }
+    diag('signals: ' . join ', ', map { "$_ x $signals{$_}" } sort keys %signals);
+    my @libc = grep { /malloc|free\(\)|corrupt|stack smashing/ }
+               split /\n/, $t->error_log;
+    diag("glibc said: @libc[0 .. ($#libc < 4 ? $#libc : 4)]") if @libc;
+}
 # the workers that lived through the whole run: flat memory
 my @kept = grep { exists $rss1{$_} } sort keys %rss0;
 my $fmt = sub { my %h = @_; join ' + ', map { "$h{$_} (pid $_)" } sort keys %h };

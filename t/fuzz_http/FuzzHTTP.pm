@@ -8,7 +8,8 @@ package FuzzHTTP;
 #                     the same (SEED, I) gives the same bytes on any machine
 #                     (Perl's own drand48, reseeded per case)
 #   post(PORT, ...)   a raw HTTP/1.1 POST on its own connection with a hard
-#                     deadline for the whole exchange (a hang is a failure)
+#                     deadline for the whole exchange (a hang is a failure),
+#                     the case's index in an X-Fuzz-Case header
 #   check(CASE, RES)  the failures of one response: see check() below
 #   utf8_error(B)     strict UTF-8 (RFC 3629: no overlong forms, no
 #                     surrogates, nothing above U+10FFFF; noncharacters are
@@ -521,7 +522,7 @@ sub put_path {
 sub deep_depth {
     return wpick([3, 100], [2, 125], [3, 126], [3, 127], [4, 128], [3, 129],
                  [3, 130], [3, 200], [2, 256], [2, 257], [2, 1000],
-                 [2, 10000], [5, 300000]);
+                 [2, 10000], [4, 300000], [2, 1_000_000]);
 }
 
 sub m_deep {
@@ -533,7 +534,8 @@ sub m_deep {
                                     [1, 'unclosed'])
               : wpick([4, 'arrays'], [4, 'objects'], [2, 'mixed'],
                       [1, 'unclosed']);
-    $shape = 'arrays' if $shape eq 'schema' && $d > 1000;
+    $shape = 'arrays' if $shape eq 'schema' && $d > 1000
+                         || $shape eq 'objects' && $d > 300000;
     my $t = $c->{tree};
     # a whole tool, a whole input item: the deep part is what is wrong
     if ($target =~ /^tools\[0\]\.(function\.)?parameters$/) {
@@ -773,15 +775,16 @@ sub top_level {
     my ($body) = @_;
     my @v = ('', ' ', "\r\n", 'null', 'true', '0', '-1', '"x"', '[]', '[1,2]',
              "[$body]", '{}', "\xef\xbb\xbf$body", "$body x", "$body$body",
-             "/*c*/$body", "$body,", "{\n}", '{', '}', '{"a"}', '{"a":}',
+             "/*c*/$body", "$body//c", "$body/*c*/", "$body,", "{\n}", '{', '}', '{"a"}', '{"a":}',
              '{,}', '{"a":1,}', 'x' x 1000, 'messages=hi', "\t$body\n",
              '{"model":"tiny"}');
     my $j = int rand @v;
     my $desc = $v[$j];
     $desc = $j == 10 ? '[SEED]' : $j == 12 ? 'BOM SEED' : $j == 13
           ? 'SEED x' : $j == 14 ? 'SEED SEED' : $j == 15 ? '/*c*/SEED'
-          : $j == 16 ? 'SEED,' : $j == 24 ? "'x' x 1000"
-          : $j == 26 ? 'tab SEED newline' : $desc;
+          : $j == 16 ? 'SEED//c' : $j == 17 ? 'SEED/*c*/'
+          : $j == 18 ? 'SEED,' : $j == 26 ? "'x' x 1000"
+          : $j == 28 ? 'tab SEED newline' : $desc;
     return ($v[$j], 'top level: ' . ($desc eq '' ? 'empty body' : $desc));
 }
 
@@ -858,7 +861,7 @@ sub case {
 
 # { status, headers => {lc name => value}, body, complete, error, raw, ms }
 sub post {
-    my ($port, $path, $body, $timeout) = @_;
+    my ($port, $path, $body, $timeout, $tag) = @_;
     my $t0 = time;
     my $deadline = $t0 + $timeout;
     my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$port",
@@ -867,6 +870,7 @@ sub post {
     $s->blocking(0);
     my $req = "POST $path HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
             . "Content-Type: application/json\r\n"
+            . (defined $tag ? "X-Fuzz-Case: $tag\r\n" : '')
             . 'Content-Length: ' . length($body) . "\r\n\r\n" . $body;
     my ($off, $raw, $err) = (0, '', undef);
     my $sel = IO::Select->new($s);
@@ -987,12 +991,14 @@ sub check {
     }
     # a body that is no JSON text: 400 (or 413, or 503 while a worker
     # starts); escaped lone surrogates are JSON, and may be taken or refused
-    my $bad_in = defined(utf8_error($c->{body})) ? 'a body that is not UTF-8'
-               : json_check($c->{body})->{ok} ? undef
+    # (a byte order mark may be ignored: RFC 8259, section 8.1)
+    (my $in = $c->{body}) =~ s/\A\xef\xbb\xbf//;
+    my $bad_in = defined(utf8_error($in)) ? 'a body that is not UTF-8'
+               : json_check($in)->{ok} ? undef
                : 'a body that is not JSON';
     if ($bad_in && $st != 400 && $st != 413 && $st != 503) {
         push @f, [ "$bad_in answered $st",
-                   $bad_in =~ /JSON/ ? json_check($c->{body})->{err} : '' ];
+                   $bad_in =~ /JSON/ ? json_check($in)->{err} : '' ];
     }
     if ($c->{kind} eq 'none' && $st != 200 && $st != 503) {
         push @f, [ 'a valid seed not answered 200', "$st " . snippet($b) ];
