@@ -7,7 +7,8 @@
 // end as its API says: 200, every data: line JSON, for chat and completions
 // one finish_reason per choice, the usage chunk, then data: [DONE] and
 // nothing after it; for responses the last event response.completed.
-// Anything else is an error (the first ones are printed).
+// Anything else is an error (the first ones are printed; a client waits
+// 500 ms after one).
 //
 // The workers' RSS and open fds (summed over the master's children, from
 // /proc) are sampled at the start of the load, in the middle, at the end
@@ -233,6 +234,9 @@ async function client() {
             stats[r === 'aborted' ? 'aborted' : 'complete']++;
         } catch (e) {
             fail(String(e));
+            // as a client would back off before it tries again: an error
+            // counts the requests that met it, not how fast 64 loops spin
+            await new Promise((r) => setTimeout(r, 500));
         }
     }
 }

@@ -14,7 +14,7 @@
 # printed) and the first ones of each kind of failure shown.  A case is
 # (seed, index): t/fuzz_http/case.pl SEED I prints or replays it.
 #
-# env: LLM_FUZZ_HTTP_SEED (1), LLM_FUZZ_HTTP_RUNS (2500),
+# env: LLM_FUZZ_HTTP_SEED (1), LLM_FUZZ_HTTP_RUNS (2000),
 #      LLM_FUZZ_HTTP_JOBS (2 clients), LLM_FUZZ_HTTP_TIMEOUT (30 s a
 #      request), LLM_FUZZ_HTTP_RSS_MB (64, the bound per worker),
 #      LLM_FUZZ_HTTP_ONLY (a comma list of case indexes: only those)
@@ -35,7 +35,7 @@ use NginxLLM;
 $SIG{PIPE} = 'IGNORE';
 
 my $SEED    = $ENV{LLM_FUZZ_HTTP_SEED} // 1;
-my $RUNS    = $ENV{LLM_FUZZ_HTTP_RUNS} // 2500;
+my $RUNS    = $ENV{LLM_FUZZ_HTTP_RUNS} // 2000;
 my $JOBS    = $ENV{LLM_FUZZ_HTTP_JOBS} // 2;
 my $TIMEOUT = $ENV{LLM_FUZZ_HTTP_TIMEOUT} // 30;
 my $RSS_MB  = $ENV{LLM_FUZZ_HTTP_RSS_MB} // 64;
@@ -140,8 +140,8 @@ sub run_cases {
     my @res;
     for my $k (0 .. $JOBS - 1) {
         open my $fh, '<', "$out/$tag-$k.jsonl" or next;
-        while (<$fh>) {
-            my $v = NginxLLM::decode_json_safe($_);
+        while (my $line = <$fh>) {
+            my $v = NginxLLM::decode_json_safe($line);
             push @res, $v if $v;
         }
     }
@@ -153,10 +153,26 @@ my $warm = @all >= 1000 ? 300 : int(@all / 10);
 diag("seed $SEED: $RUNS cases, $JOBS clients, $TIMEOUT s a request "
      . "(t/fuzz_http/case.pl $SEED I replays case I)");
 
+# The warm-up: the first cases, and twice the run's memory-heavy ones
+# (giant arrays, long strings, 10,000 levels and more) whose answers are
+# checked again in the run.  Their first pass raises each worker's RSS by
+# 100-150 MB that malloc keeps (per-thread arenas: the bodies are parsed in
+# the thread pool); later passes add less and less.
 my $t0 = time;
 my @res = run_cases('warmup', @all[0 .. $warm - 1]);
+my @heavy = grep { my $c = FuzzHTTP::case($SEED, $_);
+                   $c->{kind} =~ /^(giant_array|long_string)$/
+                   || $c->{desc} =~ /nested \d{5,} deep/ } @all[$warm .. $#all];
+run_cases("heavy$_", @heavy) for qw(1 2);
 my %rss0 = rss();
-push @res, run_cases('run', @all[$warm .. $#all]);
+my @rss_at;
+my @rest = @all[$warm .. $#all];
+my $chunk = int(@rest / 4) + 1;
+while (my @part = splice @rest, 0, $chunk) {
+    push @res, run_cases('run' . scalar(@rss_at), @part);
+    my %r = rss();
+    push @rss_at, join '+', map { int($r{$_} / 1024) } sort keys %r;
+}
 my $secs = time - $t0;
 my %rss1 = rss();
 
@@ -265,8 +281,9 @@ if (@sig) {
 # the workers that lived through the whole run: flat memory
 my @kept = grep { exists $rss1{$_} } sort keys %rss0;
 my $fmt = sub { my %h = @_; join ' + ', map { "$h{$_} (pid $_)" } sort keys %h };
-diag(sprintf 'RSS kB after the warm-up of %d cases: %s; after the run: %s',
-             $warm, $fmt->(%rss0), $fmt->(%rss1));
+diag(sprintf 'RSS kB after the warm-up (%d cases, %d heavy ones twice): %s; '
+             . 'after the run: %s; MB after each quarter: %s', $warm,
+             scalar @heavy, $fmt->(%rss0), $fmt->(%rss1), join ', ', @rss_at);
 SKIP: {
     skip 'no worker lived through the run: no RSS to compare', 1 unless @kept;
     my @grew = grep { $rss1{$_} - $rss0{$_} > $RSS_MB * 1024 } @kept;
