@@ -14,9 +14,9 @@
 # printed) and the first ones of each kind of failure shown.  A case is
 # (seed, index): t/fuzz_http/case.pl SEED I prints or replays it.
 #
-# env: LLM_FUZZ_HTTP_SEED (1), LLM_FUZZ_HTTP_RUNS (2000),
+# env: LLM_FUZZ_HTTP_SEED (1), LLM_FUZZ_HTTP_RUNS (1500),
 #      LLM_FUZZ_HTTP_JOBS (2 clients), LLM_FUZZ_HTTP_TIMEOUT (30 s a
-#      request), LLM_FUZZ_HTTP_RSS_MB (64, the bound per worker),
+#      request), LLM_FUZZ_HTTP_RSS_MB (128, the bound per worker),
 #      LLM_FUZZ_HTTP_ONLY (a comma list of case indexes: only those)
 
 use strict;
@@ -35,10 +35,10 @@ use NginxLLM;
 $SIG{PIPE} = 'IGNORE';
 
 my $SEED    = $ENV{LLM_FUZZ_HTTP_SEED} // 1;
-my $RUNS    = $ENV{LLM_FUZZ_HTTP_RUNS} // 2000;
+my $RUNS    = $ENV{LLM_FUZZ_HTTP_RUNS} // 1500;
 my $JOBS    = $ENV{LLM_FUZZ_HTTP_JOBS} // 2;
 my $TIMEOUT = $ENV{LLM_FUZZ_HTTP_TIMEOUT} // 30;
-my $RSS_MB  = $ENV{LLM_FUZZ_HTTP_RSS_MB} // 64;
+my $RSS_MB  = $ENV{LLM_FUZZ_HTTP_RSS_MB} // 128;
 my @ONLY    = split /,/, $ENV{LLM_FUZZ_HTTP_ONLY} // '';
 
 # --- the checks check themselves ---
@@ -154,7 +154,7 @@ diag("seed $SEED: $RUNS cases, $JOBS clients, $TIMEOUT s a request "
      . "(t/fuzz_http/case.pl $SEED I replays case I)");
 
 # The warm-up: the first cases, and twice the run's memory-heavy ones
-# (giant arrays, long strings, 10,000 levels and more) whose answers are
+# (giant arrays, long strings, 10,000 levels and more), whose answers are
 # checked again in the run.  Their first pass raises each worker's RSS by
 # 100-150 MB that malloc keeps (per-thread arenas: the bodies are parsed in
 # the thread pool); later passes add less and less.
@@ -192,8 +192,13 @@ for my $r (@res) {
     last if $replays++ >= 200;
     next if grep({ $_->[0] =~ /^timeout/ } @f) && $slow_replays++ >= 5;
     my $c = FuzzHTTP::case($SEED, $r->{i});
-    my @g = FuzzHTTP::check($c, FuzzHTTP::post($t->port, $c->{path},
-                                               $c->{body}, $TIMEOUT));
+    my $a;
+    for my $try (1 .. 20) {     # a 503 from a worker still loading is no answer
+        $a = FuzzHTTP::post($t->port, $c->{path}, $c->{body}, $TIMEOUT);
+        last if ($a->{status} // 0) != 503;
+        sleep 0.25;
+    }
+    my @g = FuzzHTTP::check($c, $a);
     $r->{fails} = \@g;
     if (grep { $_->[0] =~ $CUT } @g) {
         $r->{desc} .= ' (cut off again when sent alone)';
