@@ -57,7 +57,7 @@ CUDA_TEST_OBJS = $(patsubst %.c,$(BUILD)/%.o,cuda/cu_ref.c cuda/cu_testmodel.c)
 CUDA_CU_OBJS   = $(patsubst %.cu,$(BUILD)/%.o,$(wildcard cuda/*.cu))
 CUDA_LIBS      = -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublas -lcublasLt
 
-.PHONY: all lib cli module unit test run deps asan clean bench fuzz-jinja fuzz-tokenizer \
+.PHONY: all lib cli module unit test run deps asan clean bench fuzz-jinja fuzz-tokenizer fuzz-http \
 	check-layers test-under-load \
 	template-bench cuda
 
@@ -204,6 +204,16 @@ bench: all
 FUZZ_SECONDS ?= 60
 fuzz-jinja fuzz-tokenizer:
 	t/fuzz.sh $(@:fuzz-%=%) $(BUILD) $(FUZZ_SECONDS)
+
+# The HTTP-level fuzzer of t/api_fuzz.t, longer and with a new seed each
+# time (printed; LLM_FUZZ_HTTP_SEED=N replays a run): docs/fuzzing.md.
+FUZZ_HTTP_RUNS ?= 50000
+fuzz-http: all
+	@seed=$${LLM_FUZZ_HTTP_SEED:-$$(date +%s)}; \
+	echo "fuzz-http: seed $$seed, $(FUZZ_HTTP_RUNS) cases"; \
+	LLM_FUZZ_HTTP_SEED=$$seed LLM_FUZZ_HTTP_RUNS=$(FUZZ_HTTP_RUNS) \
+	    tools/run_tests.sh $(BUILD) t/api_fuzz.t; \
+	status=$$?; echo "fuzz-http: seed $$seed"; exit $$status
 
 # Chat template rendering latency, 50-message conversation (docs/chat-templates.md).
 template-bench: $(BUILD)/template_bench
