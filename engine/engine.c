@@ -2,26 +2,26 @@
  * engine.c -- the engine thread and the client-facing half of llm.h:
  * create/destroy, submit, cancel, drain, stats.
  *
- * One step of the engine thread:
+ * One turn of the engine thread:
  *   1. take new submissions (stamp `queued`) and cancellations;
- *   2. schedule: build the step's batch (stamp `scheduled` the first time);
- *   3. backend->forward(batch), or forward_sample(batch) when the backend
- *      samples on the device and no request of the step verifies drafts;
- *   4. sample every sequence that reached the end of its tokens (or take
- *      the device's id); apply the token (text, stop rules,
- *      `first_token`/`last_token` = this step's time);
- *   5. publish the step's output to the client and notify once.
+ *   2. run one step (step.c): schedule, forward pass, sampling, and what
+ *      each new token does to its request;
+ *   3. publish the step's output to the client and notify once.
  */
-#include <limits.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/backend.h"
 #include "engine_internal.h"
+#include "kv_blocks.h"
+#include "model/model.h"
+#include "request.h"
+#include "scheduler.h"
 #include "stats.h"
+#include "step.h"
 #include "util/util.h"
 
 #define LLM_DEFAULT_MAX_NUM_SEQS        64
@@ -31,7 +31,8 @@
 #define LLM_PROMPT_LOGITS_BYTES         ((size_t) 64 << 20)
 
 
-uint64_t
+/* A 64-bit seed for requests without one. */
+static uint64_t
 llm_engine_entropy(llm_engine *e)
 {
     uint64_t  z = atomic_fetch_add(&e->entropy, 0x9e3779b97f4a7c15ULL);
@@ -56,7 +57,7 @@ llm_engine_take_submissions(llm_engine *e, llm_request **taken, int n,
         if (atomic_load(&taken[i]->cancelled)) {
             llm_engine_finish(e, taken[i], LLM_FINISH_ABORT, now);
         } else {
-            llm_sched_enqueue(e, taken[i]);
+            llm_sched_enqueue(&e->sched, taken[i]);
         }
     }
 }
@@ -83,252 +84,60 @@ llm_engine_take_cancellations(llm_engine *e, double now)
 }
 
 
-/* Structured output's alphabet, at its first use: every token's text, and
- * which of them a JSON string takes as they are. */
+/* Hands the staged output of every changed request to the client, with the
+ * engine's numbers, under the lock drain takes; notifies the client when
+ * its ready list was empty. */
 static void
-llm_engine_json_alphabet(llm_engine *e)
+llm_engine_publish(llm_engine *e)
 {
-    llm_token_texts  *tt = &e->texts;
-    int32_t           i;
+    llm_request  *r;
+    llm_req_out  *o;
+    int           i, j, notify;
 
-    llm_tokenizer_token_texts(e->model->tokenizer, tt);
-    e->json_plain = llm_xmalloc((size_t) (tt->n ? tt->n : 1));
-    for (i = 0; i < tt->n; i++) {
-        e->json_plain[i] = tt->len[i] > 0
-                           && llm_json_plain(tt->bytes + tt->off[i],
-                                             (size_t) tt->len[i]);
-    }
-}
-
-
-static void
-llm_engine_sample_ctx(llm_engine *e, llm_request *r, int n_output,
-    llm_sample_ctx *c)
-{
-    c->p = &r->params;
-    c->prompt = r->tokens;
-    c->n_prompt = r->n_prompt;
-    c->output = r->tokens + r->n_prompt;
-    c->n_output = n_output;
-    c->eos_ids = e->model->gen.eos_ids;
-    c->n_eos = e->model->gen.n_eos;
-    c->rng = &r->rng;
-    c->bad_ids = r->bad_ids;
-    c->bad_lens = r->bad_lens;
-    c->n_bad = r->n_bad;
-    c->json = NULL;
-    c->texts = NULL;
-    c->json_plain = NULL;
-    if (r->params.json_object) {
-        if (e->texts.len == NULL) {
-            llm_engine_json_alphabet(e);
+    pthread_mutex_lock(&e->out_mu);
+    notify = e->ready.n == 0 && e->changed.n > 0;
+    for (i = 0; i < e->changed.n; i++) {
+        r = e->changed.items[i];
+        o = &r->out;
+        llm_req_out_add_text(o, r->stage.text, r->stage.text_len);
+        for (j = 0; j < r->stage.n_ids; j++) {
+            llm_req_out_add_id(o, r->stage.ids[j],
+                               r->stage.logprobs ? &r->stage.logprobs[j]
+                                                 : NULL);
         }
-        c->json = &r->json;
-        c->texts = &e->texts;
-        c->json_plain = e->json_plain;
-    }
-}
-
-
-/* Verifies a request's k drafts against logits rows row..row+k and applies
- * the accepted drafts and the bonus token. */
-static void
-llm_engine_verify(llm_engine *e, llm_request *r, const float *logits,
-    double now)
-{
-    llm_sample_ctx      c;
-    llm_token_logprob   lp[LLM_SPEC_MAX_TOKENS + 1];
-    int32_t             out[LLM_SPEC_MAX_TOKENS + 1], *drafts;
-    int                 i, j, k = r->n_draft, ok, want_lp;
-    int                 V = e->model->config.vocab_size;
-
-    want_lp = r->params.logprobs >= 0;
-    drafts = r->tokens + r->n_tokens;
-    for (j = 0; j <= k; j++) {
-        /* the history of row j includes the drafts accepted before it */
-        llm_engine_sample_ctx(e, r, r->n_tokens - r->n_prompt + j, &c);
-        out[j] = llm_sample_verify(&e->sampler,
-                                   (float *) logits + (size_t) j * V, &c,
-                                   j < k ? drafts[j] : -1, &ok,
-                                   want_lp ? &lp[j] : NULL);
-        if (j == k || !ok) {
-            break;
-        }
-    }
-    /* j drafts accepted; K/V is valid for the decode token and them */
-    r->n_computed += 1 + j;
-    e->step_rejected += k - j;
-    r->n_draft = 0;
-    llm_sched_register_blocks(e, r);
-    llm_spec_record(e, r, k, j);
-    for (i = 0; i <= j && r->state != LLM_REQ_FINISHED; i++) {
-        llm_engine_accept_token(e, r, out[i], want_lp ? &lp[i] : NULL, now);
-    }
-}
-
-
-/* Records the prompt logprobs of rows computed for positions
- * max(n_computed, n_prompt_lp) on (before n_computed moves). */
-static void
-llm_engine_prompt_logprobs(llm_engine *e, llm_request *r,
-    const float *logits, int n_rows)
-{
-    int  i, pos, V = e->model->config.vocab_size;
-
-    pos = r->n_computed > r->n_prompt_lp ? r->n_computed : r->n_prompt_lp;
-    for (i = 0; i < n_rows; i++, pos++) {
-        llm_sampler_logprobs(&e->sampler, logits + (size_t) i * V,
-                             r->tokens[pos + 1], r->params.prompt_logprobs,
-                             &r->prompt_lp[pos]);
-    }
-    r->n_prompt_lp = pos;
-}
-
-
-/* Whether this step samples on the device: the backend has
- * forward_sample, no request verifies drafts (rejection sampling needs the
- * logits on the host), none takes prompt logprobs (their rows are logits
- * rows that sample nothing) and none has allowed_token_ids or structured
- * output (masks of the whole vocabulary, not short lists of changes).  If
- * so, builds the rows in llm_engine_sample_step's order; each sampling row
- * draws its uniform number from its request's generator, as llm_sample()
- * would. */
-static int
-llm_engine_sample_plan(llm_engine *e)
-{
-    llm_scheduler   *s = &e->sched;
-    llm_request     *r;
-    llm_sample_ctx   c;
-    int              i, n = 0;
-
-    if (e->backend->forward_sample == NULL) {
-        return 0;
-    }
-    for (i = 0; i < s->step.n; i++) {
-        r = s->step.items[i];
-        if (r->n_draft > 0 || s->step_lp_rows[i] > 0
-            || r->params.n_allowed_token_ids > 0 || r->params.json_object)
+        if (r->prompt_lp && !r->prompt_lp_sent
+            && r->n_prompt_lp == r->n_prompt - 1)
         {
-            return 0;
+            o->prompt_lp_ready = 1;     /* once: with the first token */
+            r->prompt_lp_sent = 1;
         }
-        n += r->n_computed + s->step_tokens[i] >= r->n_tokens;
-    }
-    if (n != e->bb.batch.n_logits) {
-        return 0;
-    }
-    llm_sample_rows_reset(&e->srows);
-    for (i = 0; i < s->step.n; i++) {
-        r = s->step.items[i];
-        if (r->n_computed + s->step_tokens[i] < r->n_tokens) {
-            continue;                   /* a prefill chunk: no logits */
+        r->out_stats = r->stats;
+        r->out_finish = r->finish;
+        if (!r->on_ready) {
+            r->on_ready = 1;
+            llm_req_list_push(&e->ready, r);
         }
-        llm_engine_sample_ctx(e, r, r->n_tokens - r->n_prompt, &c);
-        llm_sample_row_make(&e->sampler, &c, &e->srows);
     }
-    return 1;
-}
+    e->counters.num_preemptions_total = e->sched.num_preemptions;
+    e->counters.prefix_cache_queries_total = e->sched.prefix_cache_queries;
+    e->counters.prefix_cache_hits_total = e->sched.prefix_cache_hits;
+    e->counters.num_running = e->sched.running.n;
+    e->counters.num_waiting = e->sched.n_waiting;
+    e->counters.kv_cache_usage = e->blocks.num_blocks
+        ? (double) llm_blocks_used_count(&e->blocks) / e->blocks.num_blocks
+        : 0.0;
+    e->stats = e->counters;
+    pthread_mutex_unlock(&e->out_mu);
 
-
-/* ids: the device's choices, one per logits row, and their logprobs
- * (NULL: sample here). */
-static void
-llm_engine_sample_step(llm_engine *e, const int32_t *ids,
-    const llm_token_logprob *lps, double now)
-{
-    llm_scheduler      *s = &e->sched;
-    llm_request        *r;
-    llm_sample_ctx      c;
-    llm_token_logprob   lp;
-    int                 i, row = 0, V = e->model->config.vocab_size;
-    int32_t             id;
-
-    for (i = 0; i < s->step.n; i++) {
-        r = s->step.items[i];
-        if (r->n_draft > 0) {
-            llm_engine_verify(e, r, e->logits + (size_t) row * V, now);
-            row += s->step_tokens[i];
-            continue;
-        }
-        if (s->step_lp_rows[i] > 0) {
-            llm_engine_prompt_logprobs(e, r, e->logits + (size_t) row * V,
-                                       s->step_lp_rows[i]);
-            row += s->step_lp_rows[i];
-        }
-        r->n_computed += s->step_tokens[i];
-        llm_sched_register_blocks(e, r);
-        if (r->n_computed < r->n_tokens) {
-            continue;                   /* a prefill chunk: no token yet */
-        }
-        if (ids != NULL) {
-            id = ids[row];
-            if (r->params.logprobs >= 0) {
-                lp = lps[row];
-            }
-        } else {
-            llm_engine_sample_ctx(e, r, r->n_tokens - r->n_prompt, &c);
-            id = llm_sample(&e->sampler, e->logits + (size_t) row * V, &c,
-                            r->params.logprobs >= 0 ? &lp : NULL);
-        }
-        row++;
-        llm_engine_accept_token(e, r, id,
-                                r->params.logprobs >= 0 ? &lp : NULL, now);
+    for (i = 0; i < e->changed.n; i++) {
+        r = e->changed.items[i];
+        llm_req_out_clear(&r->stage);
+        r->changed = 0;
     }
-}
-
-
-static void
-llm_engine_step(llm_engine *e)
-{
-    llm_scheduler  *s = &e->sched;
-    char            err[LLM_ERR_LEN];
-    double          now = llm_now();
-    size_t          need;
-    int             i, rc, on_device;
-    llm_sample_spec spec;
-
-    llm_engine_take_cancellations(e, now);
-    if (llm_sched_schedule(e, now) == 0) {
-        if (s->running.n == 0 && s->wait_head) {
-            /* cannot happen with min_blocks >= max_model_len; never spin */
-            llm_engine_finish(e, s->wait_head, LLM_FINISH_ERROR, now);
-        }
-        return;
+    e->changed.n = 0;
+    if (notify && e->notify) {
+        e->notify(e->notify_data);
     }
-    on_device = llm_engine_sample_plan(e);
-    if (on_device) {
-        if (e->bb.batch.n_logits > e->ids_cap) {
-            free(e->ids);
-            free(e->lps);
-            e->ids_cap = e->bb.batch.n_logits + 64;
-            e->ids = llm_xmalloc(sizeof(int32_t) * e->ids_cap);
-            e->lps = llm_xmalloc(sizeof(llm_token_logprob) * e->ids_cap);
-        }
-        spec = llm_sample_rows_spec(&e->srows);
-        rc = e->backend->forward_sample(e->backend, &e->bb.batch, &spec,
-                                        e->ids, e->lps, err);
-    } else {
-        need = (size_t) e->bb.batch.n_logits * e->model->config.vocab_size;
-        if (need > (size_t) e->logits_cap) {
-            free(e->logits);
-            e->logits = llm_xmalloc(sizeof(float) * need);
-            e->logits_cap = (int) need;
-        }
-        rc = e->backend->forward(e->backend, &e->bb.batch, e->logits, err);
-    }
-    if (rc != 0) {
-        fprintf(stderr, "llm engine: %s\n", err);
-        for (i = s->step.n - 1; i >= 0; i--) {
-            llm_engine_finish(e, s->step.items[i], LLM_FINISH_ERROR,
-                              llm_now());
-        }
-        return;
-    }
-    e->step_rejected = 0;
-    llm_engine_sample_step(e, on_device ? e->ids : NULL, e->lps, llm_now());
-    /* vLLM counts the prompt tokens computed and the tokens generated:
-     * drafts that were rejected are neither */
-    llm_hist_observe(&e->counters.hist[LLM_H_ITERATION_TOKENS],
-                     e->bb.batch.n_tokens - e->step_rejected);
 }
 
 
@@ -345,6 +154,7 @@ llm_engine_main(void *arg)
     llm_engine    *e = arg;
     llm_req_list   taken = { 0 };
     sigset_t       all;
+    double         now;
 
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
@@ -373,7 +183,9 @@ llm_engine_main(void *arg)
 
         llm_engine_take_submissions(e, taken.items, taken.n, llm_now());
         taken.n = 0;
-        llm_engine_step(e);
+        now = llm_now();
+        llm_engine_take_cancellations(e, now);
+        llm_engine_step(e, now);
         llm_engine_publish(e);
     }
     llm_req_list_free(&taken);
@@ -384,11 +196,46 @@ llm_engine_main(void *arg)
 /* ---- the client side ----------------------------------------------------- */
 
 
+/* The scheduler's limits from the configuration (0 means the default);
+ * -1 with a message when the speculation settings are out of range. */
+static int
+llm_engine_sched_config(const llm_engine_config *cfg, const llm_config *c,
+    int max_model_len, llm_sched_config *sc, char *err)
+{
+    memset(sc, 0, sizeof(*sc));
+    sc->max_model_len = max_model_len;
+    sc->max_num_seqs = cfg->max_num_seqs > 0 ? cfg->max_num_seqs
+                                             : LLM_DEFAULT_MAX_NUM_SEQS;
+    sc->max_num_batched_tokens = cfg->max_num_batched_tokens > 0
+                                 ? cfg->max_num_batched_tokens
+                                 : LLM_DEFAULT_MAX_BATCHED_TOKENS;
+    sc->max_prompt_lp_rows = (int) (LLM_PROMPT_LOGITS_BYTES
+                                    / (sizeof(float) * c->vocab_size));
+    if (sc->max_prompt_lp_rows < 1) {
+        sc->max_prompt_lp_rows = 1;
+    }
+    if (cfg->spec_tokens > 0) {
+        if (cfg->spec_tokens > LLM_SPEC_MAX_TOKENS || cfg->spec_lookup_min < 1
+            || cfg->spec_lookup_max < cfg->spec_lookup_min)
+        {
+            llm_errf(err, "llm_speculative: tokens must be 1..%d and "
+                     "1 <= lookup_min <= lookup_max", LLM_SPEC_MAX_TOKENS);
+            return -1;
+        }
+        sc->spec.k = cfg->spec_tokens;
+        sc->spec.lookup_min = cfg->spec_lookup_min;
+        sc->spec.lookup_max = cfg->spec_lookup_max;
+    }
+    return 0;
+}
+
+
 llm_engine *
 llm_engine_create(const llm_engine_config *cfg, char *err)
 {
     llm_engine          *e;
     llm_backend_config   bc = { 0 };
+    llm_sched_config     sc;
     const llm_config    *c;
     size_t               per_token;
     long                 ncpu;
@@ -403,7 +250,6 @@ llm_engine_create(const llm_engine_config *cfg, char *err)
     pthread_mutex_init(&e->out_mu, NULL);
     atomic_init(&e->entropy, (uint64_t) time(NULL) * 6364136223846793005ULL
                              ^ (uint64_t) getpid() ^ (uintptr_t) e);
-    llm_sched_init(&e->sched);
     e->notify = cfg->notify;
     e->notify_data = cfg->notify_data;
 
@@ -420,27 +266,8 @@ llm_engine_create(const llm_engine_config *cfg, char *err)
                  c->max_position_embeddings);
         goto fail;
     }
-    e->max_num_seqs = cfg->max_num_seqs > 0 ? cfg->max_num_seqs
-                                            : LLM_DEFAULT_MAX_NUM_SEQS;
-    e->max_num_batched_tokens = cfg->max_num_batched_tokens > 0
-                                ? cfg->max_num_batched_tokens
-                                : LLM_DEFAULT_MAX_BATCHED_TOKENS;
-    e->max_prompt_lp_rows = (int) (LLM_PROMPT_LOGITS_BYTES
-                                   / (sizeof(float) * c->vocab_size));
-    if (e->max_prompt_lp_rows < 1) {
-        e->max_prompt_lp_rows = 1;
-    }
-    if (cfg->spec_tokens > 0) {
-        if (cfg->spec_tokens > LLM_SPEC_MAX_TOKENS || cfg->spec_lookup_min < 1
-            || cfg->spec_lookup_max < cfg->spec_lookup_min)
-        {
-            llm_errf(err, "llm_speculative: tokens must be 1..%d and "
-                     "1 <= lookup_min <= lookup_max", LLM_SPEC_MAX_TOKENS);
-            goto fail;
-        }
-        e->spec_k = cfg->spec_tokens;
-        e->spec_min = cfg->spec_lookup_min;
-        e->spec_max = cfg->spec_lookup_max;
+    if (llm_engine_sched_config(cfg, c, e->max_model_len, &sc, err) != 0) {
+        goto fail;
     }
 
     /* The pool always holds one full-length sequence, so a lone request
@@ -450,7 +277,7 @@ llm_engine_create(const llm_engine_config *cfg, char *err)
     bc.min_blocks = (e->max_model_len + LLM_BLOCK_SIZE - 1) / LLM_BLOCK_SIZE;
     bc.kv_bytes = cfg->kv_cache_bytes;
     if (bc.kv_bytes == 0) {
-        bc.kv_bytes = (size_t) e->max_num_seqs * e->max_model_len * per_token;
+        bc.kv_bytes = (size_t) sc.max_num_seqs * e->max_model_len * per_token;
         if (bc.kv_bytes > LLM_DEFAULT_KV_BYTES) {
             bc.kv_bytes = LLM_DEFAULT_KV_BYTES;
         }
@@ -468,6 +295,7 @@ llm_engine_create(const llm_engine_config *cfg, char *err)
     e->stats = e->counters;
     llm_blocks_init(&e->blocks, e->backend->num_blocks,
                     cfg->enable_prefix_caching);
+    llm_sched_init(&e->sched, &sc, &e->blocks);
     llm_sampler_init(&e->sampler, c->vocab_size);
 
     if (pthread_create(&e->thread, NULL, llm_engine_main, e) != 0) {
@@ -576,6 +404,21 @@ int
 llm_engine_max_model_len(const llm_engine *e)
 {
     return e->max_model_len;
+}
+
+
+llm_request *
+llm_request_create(llm_engine *e, const int32_t *prompt, int n_prompt,
+    const llm_sampling_params *p, char *err)
+{
+    llm_request  *r;
+
+    r = llm_request_new(e->model, e->max_model_len, prompt, n_prompt, p,
+                        p->has_seed ? p->seed : llm_engine_entropy(e), err);
+    if (r != NULL) {
+        r->stats.num_spec_tokens = e->sched.cfg.spec.k;
+    }
+    return r;
 }
 
 

@@ -1,12 +1,14 @@
 /*
- * request.c -- creating, validating, referencing and freeing requests, and
- * their output buffers.
+ * request.c -- creating, referencing and freeing requests, their output
+ * buffers, and lists of them.
  */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_internal.h"
+#include "kv_blocks.h"
+#include "model/model.h"
+#include "params.h"
+#include "request.h"
 #include "util/util.h"
 
 
@@ -25,149 +27,6 @@ llm_finish_reason_str(llm_finish_reason r)
     default:
         return NULL;
     }
-}
-
-
-void
-llm_sampling_params_init(llm_sampling_params *p, const llm_model *m)
-{
-    memset(p, 0, sizeof(*p));
-    p->temperature = 1.0;
-    p->top_p = 1.0;
-    p->repetition_penalty = 1.0;
-    p->logprobs = -1;
-    p->prompt_logprobs = -1;
-    if (m == NULL) {
-        return;
-    }
-    if (m->gen.has_temperature) {
-        p->temperature = m->gen.temperature;
-    }
-    if (m->gen.has_top_p) {
-        p->top_p = m->gen.top_p;
-    }
-    if (m->gen.has_top_k) {
-        p->top_k = m->gen.top_k > 0 ? m->gen.top_k : 0;
-    }
-    if (m->gen.has_min_p) {
-        p->min_p = m->gen.min_p;
-    }
-    if (m->gen.has_repetition_penalty) {
-        p->repetition_penalty = m->gen.repetition_penalty;
-    }
-}
-
-
-/* vLLM's SamplingParams._verify_args(), in its order. */
-int
-llm_sampling_params_validate(const llm_sampling_params *p,
-    const llm_model *m, const char **param, char *err)
-{
-    char  f[32];
-    int   i;
-
-#define LLM_BAD(name, ...)                                                    \
-    do {                                                                      \
-        *param = name;                                                        \
-        llm_errf(err, __VA_ARGS__);                                           \
-        return -1;                                                            \
-    } while (0)
-
-    if (!(p->presence_penalty >= -2 && p->presence_penalty <= 2)) {
-        LLM_BAD("presence_penalty", "presence_penalty must be in [-2, 2], "
-                "got %s.", llm_pyfloat(f, p->presence_penalty));
-    }
-    if (!(p->frequency_penalty >= -2 && p->frequency_penalty <= 2)) {
-        LLM_BAD("frequency_penalty", "frequency_penalty must be in [-2, 2], "
-                "got %s.", llm_pyfloat(f, p->frequency_penalty));
-    }
-    if (!isfinite(p->repetition_penalty)) {
-        LLM_BAD("repetition_penalty", "repetition_penalty must be a finite "
-                "number");
-    }
-    if (p->repetition_penalty <= 0) {
-        LLM_BAD("repetition_penalty", "repetition_penalty must be greater "
-                "than zero, got %s.", llm_pyfloat(f, p->repetition_penalty));
-    }
-    if (!isfinite(p->temperature)) {
-        LLM_BAD("temperature", "temperature must be a finite number");
-    }
-    if (p->temperature < 0) {
-        LLM_BAD("temperature", "temperature must be non-negative, got %s.",
-                llm_pyfloat(f, p->temperature));
-    }
-    if (!(p->top_p > 0 && p->top_p <= 1)) {
-        LLM_BAD("top_p", "top_p must be in (0, 1], got %s.",
-                llm_pyfloat(f, p->top_p));
-    }
-    if (p->top_k < 0) {
-        LLM_BAD("top_k", "top_k must be 0 (disable), or at least 1, got %d.",
-                p->top_k);
-    }
-    if (!(p->min_p >= 0 && p->min_p <= 1)) {
-        LLM_BAD("min_p", "min_p must be in [0, 1], got %s.",
-                llm_pyfloat(f, p->min_p));
-    }
-    if (p->min_tokens < 0) {
-        LLM_BAD("min_tokens", "min_tokens must be greater than or equal to "
-                "0, got %d.", p->min_tokens);
-    }
-    if (p->max_tokens > 0 && p->min_tokens > p->max_tokens) {
-        LLM_BAD("min_tokens", "min_tokens must be less than or equal to "
-                "max_tokens=%d, got %d.", p->max_tokens, p->min_tokens);
-    }
-    if (p->logprobs > 20) {
-        LLM_BAD("logprobs", "Requested sample logprobs of %d, which is "
-                "greater than max allowed: 20", p->logprobs);
-    }
-    if (p->prompt_logprobs < -1) {
-        LLM_BAD("prompt_logprobs", "prompt_logprobs must be non-negative or "
-                "-1, got %d.", p->prompt_logprobs);
-    }
-    if (p->prompt_logprobs > 20) {
-        LLM_BAD("prompt_logprobs", "Requested prompt logprobs of %d, which "
-                "is greater than max allowed: 20", p->prompt_logprobs);
-    }
-    for (i = 0; i < p->n_stop; i++) {
-        if (p->stop[i] == NULL || p->stop[i][0] == '\0') {
-            LLM_BAD("stop", "stop cannot contain an empty string.");
-        }
-    }
-    for (i = 0; m && i < p->n_logit_bias; i++) {
-        if (p->logit_bias_ids[i] < 0
-            || p->logit_bias_ids[i] >= m->config.vocab_size)
-        {
-            LLM_BAD("logit_bias", "token_id(s) [%d] in logit_bias contain "
-                    "out-of-vocab token ids. Vocabulary size: %d",
-                    p->logit_bias_ids[i], m->config.vocab_size);
-        }
-    }
-    if (p->cache_salt != NULL && p->cache_salt[0] == '\0') {
-        LLM_BAD("cache_salt", "Parameter 'cache_salt' must be a non-empty "
-                "string if provided.");
-    }
-    if (p->allowed_token_ids != NULL && p->n_allowed_token_ids == 0) {
-        LLM_BAD("allowed_token_ids", "allowed_token_ids is not None and "
-                "empty!");
-    }
-    for (i = 0; m && i < p->n_allowed_token_ids; i++) {
-        if (p->allowed_token_ids[i] < 0
-            || p->allowed_token_ids[i] >= m->config.vocab_size)
-        {
-            LLM_BAD("allowed_token_ids", "allowed_token_ids contains "
-                    "out-of-vocab token id!");
-        }
-    }
-    for (i = 0; m && i < p->n_stop_token_ids; i++) {
-        if (p->stop_token_ids[i] < 0
-            || p->stop_token_ids[i] >= m->config.vocab_size)
-        {
-            LLM_BAD("stop_token_ids", "stop_token_ids contain out-of-vocab "
-                    "token id %d.", p->stop_token_ids[i]);
-        }
-    }
-#undef LLM_BAD
-    return 0;
 }
 
 
@@ -242,49 +101,23 @@ llm_request_bad_words(llm_request *r, const llm_tokenizer *t,
 
 
 llm_request *
-llm_request_create(llm_engine *e, const int32_t *prompt, int n_prompt,
-    const llm_sampling_params *p, char *err)
+llm_request_new(const llm_model *m, int max_model_len, const int32_t *prompt,
+    int n_prompt, const llm_sampling_params *p, uint64_t seed, char *err)
 {
-    const llm_model  *m = e->model;
-    llm_request      *r;
-    const char       *param;
-    int               i, room, max_len = e->max_model_len;
+    llm_request  *r;
+    const char   *param;
+    int           i;
 
-    if (n_prompt <= 0) {
-        llm_errf(err, "The prompt is empty: at least one token is needed.");
-        return NULL;
-    }
-    for (i = 0; i < n_prompt; i++) {
-        if (prompt[i] < 0 || prompt[i] >= m->config.vocab_size) {
-            llm_errf(err, "Token id %d is out of vocabulary (size %d).",
-                     prompt[i], m->config.vocab_size);
-            return NULL;
-        }
-    }
-    if (n_prompt >= max_len) {
-        llm_errf(err, "This model's maximum context length is %d tokens. "
-                 "However, your request has %d input tokens. Please reduce "
-                 "the length of the input.", max_len, n_prompt);
-        return NULL;
-    }
-    if (llm_sampling_params_validate(p, m, &param, err) != 0) {
+    if (llm_prompt_validate(m, max_model_len, prompt, n_prompt, err) != 0
+        || llm_sampling_params_validate(p, m, &param, err) != 0)
+    {
         return NULL;
     }
 
     r = llm_xcalloc(1, sizeof(*r));
     atomic_init(&r->refs, 1);
     r->params = *p;
-    /* vLLM: tiny positive temperatures are raised to 0.01 */
-    if (r->params.temperature >= 1e-5 && r->params.temperature < 0.01) {
-        r->params.temperature = 0.01;
-    }
-    room = max_len - n_prompt;
-    if (r->params.max_tokens <= 0 || r->params.max_tokens > room) {
-        r->params.max_tokens = room;
-    }
-    if (r->params.min_tokens > r->params.max_tokens) {
-        r->params.min_tokens = r->params.max_tokens;
-    }
+    llm_sampling_params_resolve(&r->params, n_prompt, max_model_len);
     r->stop_ids = llm_memdup(p->stop_token_ids,
                              sizeof(int32_t) * p->n_stop_token_ids);
     r->params.stop_token_ids = r->stop_ids;
@@ -324,11 +157,10 @@ llm_request_create(llm_engine *e, const int32_t *prompt, int n_prompt,
                                    * (n_prompt - 1));
     }
     r->stop_token = -1;
-    llm_rng_seed(&r->rng, p->has_seed ? p->seed : llm_engine_entropy(e));
+    llm_rng_seed(&r->rng, seed);
     r->stats.arrival = llm_now();
     r->stats.prompt_tokens = n_prompt;
     r->stats.max_tokens = r->params.max_tokens;
-    r->stats.num_spec_tokens = e->spec_k;
     return r;
 }
 
@@ -471,4 +303,39 @@ llm_req_out_free(llm_req_out *o)
     free(o->ids);
     free(o->logprobs);
     memset(o, 0, sizeof(*o));
+}
+
+
+void
+llm_req_list_push(llm_req_list *l, llm_request *r)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        l->items = llm_xrealloc(l->items, sizeof(llm_request *) * l->cap);
+    }
+    l->items[l->n++] = r;
+}
+
+
+void
+llm_req_list_remove(llm_req_list *l, llm_request *r)
+{
+    int  i;
+
+    for (i = 0; i < l->n; i++) {
+        if (l->items[i] == r) {
+            memmove(&l->items[i], &l->items[i + 1],
+                    sizeof(llm_request *) * (l->n - i - 1));
+            l->n--;
+            return;
+        }
+    }
+}
+
+
+void
+llm_req_list_free(llm_req_list *l)
+{
+    free(l->items);
+    memset(l, 0, sizeof(*l));
 }

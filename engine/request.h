@@ -113,7 +113,24 @@ void llm_req_out_add_text(llm_req_out *o, const char *s, size_t n);
 void llm_req_out_clear(llm_req_out *o);
 void llm_req_out_free(llm_req_out *o);
 
+/* llm_request_create() without the engine: validates the prompt and the
+ * parameters against the model and max_model_len (NULL and vLLM's message
+ * in err when they are invalid) and copies them into a request holding one
+ * reference, its generator seeded with seed. */
+llm_request *llm_request_new(const llm_model *m, int max_model_len,
+    const int32_t *prompt, int n_prompt, const llm_sampling_params *p,
+    uint64_t seed, char *err);
 void llm_request_append_token(llm_request *r, int32_t id);
 void llm_request_unref(llm_request *r);
+
+/* A growing list of requests (the engine's queues, the scheduler's). */
+typedef struct {
+    llm_request  **items;
+    int            n, cap;
+} llm_req_list;
+
+void llm_req_list_push(llm_req_list *l, llm_request *r);
+void llm_req_list_remove(llm_req_list *l, llm_request *r);
+void llm_req_list_free(llm_req_list *l);
 
 #endif /* LLM_REQUEST_H */

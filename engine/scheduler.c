@@ -24,57 +24,25 @@
  * no cached or shared K/V for positions whose records it lacks (like vLLM,
  * which skips the prefix cache for it), and its prefill chunks ask for
  * logits rows.  One logits row is vocab_size floats (0.5 MB for a 128k
- * vocabulary), so a step computes at most max_prompt_lp_rows of them (64
- * MiB of logits) and a longer prompt is prefilled in more chunks.  Records
- * survive preemption: the recompute takes cached blocks up to them again
- * and computes no row twice.
+ * vocabulary), so a step computes at most max_prompt_lp_rows of them (the
+ * engine allows 64 MiB of logits) and a longer prompt is prefilled in more
+ * chunks.  Records survive preemption: the recompute takes cached blocks up
+ * to them again and computes no row twice.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_internal.h"
+#include "scheduler.h"
 #include "util/util.h"
 
 
 void
-llm_req_list_push(llm_req_list *l, llm_request *r)
-{
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 16;
-        l->items = llm_xrealloc(l->items, sizeof(llm_request *) * l->cap);
-    }
-    l->items[l->n++] = r;
-}
-
-
-void
-llm_req_list_remove(llm_req_list *l, llm_request *r)
-{
-    int  i;
-
-    for (i = 0; i < l->n; i++) {
-        if (l->items[i] == r) {
-            memmove(&l->items[i], &l->items[i + 1],
-                    sizeof(llm_request *) * (l->n - i - 1));
-            l->n--;
-            return;
-        }
-    }
-}
-
-
-void
-llm_req_list_free(llm_req_list *l)
-{
-    free(l->items);
-    memset(l, 0, sizeof(*l));
-}
-
-
-void
-llm_sched_init(llm_scheduler *s)
+llm_sched_init(llm_scheduler *s, const llm_sched_config *cfg,
+    llm_block_pool *blocks)
 {
     memset(s, 0, sizeof(*s));
+    s->cfg = *cfg;
+    s->blocks = blocks;
 }
 
 
@@ -90,10 +58,8 @@ llm_sched_free(llm_scheduler *s)
 
 
 void
-llm_sched_enqueue(llm_engine *e, llm_request *r)
+llm_sched_enqueue(llm_scheduler *s, llm_request *r)
 {
-    llm_scheduler  *s = &e->sched;
-
     r->state = LLM_REQ_WAITING;
     r->next = NULL;
     if (s->wait_tail) {
@@ -139,12 +105,12 @@ llm_sched_unlink_waiting(llm_scheduler *s, llm_request *r)
 
 
 static void
-llm_sched_free_blocks(llm_engine *e, llm_request *r)
+llm_sched_free_blocks(llm_scheduler *s, llm_request *r)
 {
     int  i;
 
     for (i = 0; i < r->n_blocks; i++) {
-        llm_blocks_release(&e->blocks, r->blocks[i]);
+        llm_blocks_release(s->blocks, r->blocks[i]);
     }
     r->n_blocks = 0;
     r->n_computed = 0;
@@ -152,21 +118,29 @@ llm_sched_free_blocks(llm_engine *e, llm_request *r)
 }
 
 
+/* Room in r's block table, and for its blocks' keys, for n blocks. */
+static void
+llm_sched_table_room(llm_request *r, int n)
+{
+    if (n > r->cap_blocks) {
+        r->cap_blocks = n + 8;
+        r->blocks = llm_xrealloc(r->blocks, sizeof(int32_t) * r->cap_blocks);
+        r->keys = llm_xrealloc(r->keys, sizeof(uint64_t) * r->cap_blocks);
+    }
+}
+
+
 /* Gives r blocks for its first n_tokens positions; -1 when the pool is dry
  * (blocks obtained so far stay with r). */
 static int
-llm_sched_reserve(llm_engine *e, llm_request *r, int n_tokens)
+llm_sched_reserve(llm_scheduler *s, llm_request *r, int n_tokens)
 {
     int      need = (n_tokens + LLM_BLOCK_SIZE - 1) / LLM_BLOCK_SIZE;
     int32_t  b;
 
-    if (need > r->cap_blocks) {
-        r->cap_blocks = need + 8;
-        r->blocks = llm_xrealloc(r->blocks, sizeof(int32_t) * r->cap_blocks);
-        r->keys = llm_xrealloc(r->keys, sizeof(uint64_t) * r->cap_blocks);
-    }
+    llm_sched_table_room(r, need);
     while (r->n_blocks < need) {
-        b = llm_blocks_alloc(&e->blocks);
+        b = llm_blocks_alloc(s->blocks);
         if (b < 0) {
             return -1;
         }
@@ -210,7 +184,7 @@ llm_sched_lp_fit(const llm_request *r, int n, int allowance)
  * is still under way and the request should wait for it.
  */
 static int
-llm_sched_share(llm_engine *e, llm_request *r)
+llm_sched_share(llm_scheduler *s, llm_request *r)
 {
     llm_request  *l = r->share_from;
     int           i, n = (r->n_prompt - 1) / LLM_BLOCK_SIZE;
@@ -243,14 +217,10 @@ llm_sched_share(llm_engine *e, llm_request *r)
     if (r->prompt_lp && r->n_prompt_lp < n * LLM_BLOCK_SIZE) {
         r->n_prompt_lp = n * LLM_BLOCK_SIZE;
     }
-    if (n > r->cap_blocks) {
-        r->cap_blocks = n + 8;
-        r->blocks = llm_xrealloc(r->blocks, sizeof(int32_t) * r->cap_blocks);
-        r->keys = llm_xrealloc(r->keys, sizeof(uint64_t) * r->cap_blocks);
-    }
+    llm_sched_table_room(r, n);
     for (i = 0; i < n; i++) {
         r->blocks[i] = l->blocks[i];
-        llm_blocks_share(&e->blocks, l->blocks[i]);
+        llm_blocks_share(s->blocks, l->blocks[i]);
         if (i < l->n_keys) {
             r->keys[i] = l->keys[i];
         }
@@ -266,27 +236,23 @@ llm_sched_share(llm_engine *e, llm_request *r)
 /* Takes the cached leading blocks of a request being admitted; returns the
  * number of tokens they cover. */
 static int
-llm_sched_prefix_hits(llm_engine *e, llm_request *r)
+llm_sched_prefix_hits(llm_scheduler *s, llm_request *r)
 {
     int       i, max = (r->n_tokens - 1) / LLM_BLOCK_SIZE;
     uint64_t  key, parent = r->cache_root;
     int32_t   b;
 
-    if (!e->blocks.caching) {
+    if (!s->blocks->caching) {
         return 0;
     }
     if (llm_sched_lp_pending(r) && max > r->n_prompt_lp / LLM_BLOCK_SIZE) {
         max = r->n_prompt_lp / LLM_BLOCK_SIZE;
     }
-    if (max > r->cap_blocks) {
-        r->cap_blocks = max + 8;
-        r->blocks = llm_xrealloc(r->blocks, sizeof(int32_t) * r->cap_blocks);
-        r->keys = llm_xrealloc(r->keys, sizeof(uint64_t) * r->cap_blocks);
-    }
+    llm_sched_table_room(r, max);
     for (i = 0; i < max; i++) {
         key = llm_blocks_key(parent,
                              r->tokens + (size_t) i * LLM_BLOCK_SIZE);
-        b = llm_blocks_lookup(&e->blocks, key,
+        b = llm_blocks_lookup(s->blocks, key,
                               r->tokens + (size_t) i * LLM_BLOCK_SIZE);
         if (b < 0) {
             break;
@@ -301,18 +267,18 @@ llm_sched_prefix_hits(llm_engine *e, llm_request *r)
 
 
 void
-llm_sched_register_blocks(llm_engine *e, llm_request *r)
+llm_sched_register_blocks(llm_scheduler *s, llm_request *r)
 {
     uint64_t  key;
     int       i;
 
-    if (!e->blocks.caching) {
+    if (!s->blocks->caching) {
         return;
     }
     for (i = r->n_keys; i < r->n_computed / LLM_BLOCK_SIZE; i++) {
         key = llm_blocks_key(i ? r->keys[i - 1] : r->cache_root,
                              r->tokens + (size_t) i * LLM_BLOCK_SIZE);
-        llm_blocks_register(&e->blocks, r->blocks[i], key,
+        llm_blocks_register(s->blocks, r->blocks[i], key,
                             r->tokens + (size_t) i * LLM_BLOCK_SIZE);
         r->keys[i] = key;
     }
@@ -321,22 +287,22 @@ llm_sched_register_blocks(llm_engine *e, llm_request *r)
 
 
 static void
-llm_sched_preempt(llm_engine *e, llm_request *r)
+llm_sched_preempt(llm_scheduler *s, llm_request *r)
 {
-    llm_sched_free_blocks(e, r);
-    llm_req_list_remove(&e->sched.running, r);
-    llm_sched_push_front(&e->sched, r);
+    llm_sched_free_blocks(s, r);
+    llm_req_list_remove(&s->running, r);
+    llm_sched_push_front(s, r);
     r->stats.num_preemptions++;
-    e->counters.num_preemptions_total++;
+    s->num_preemptions++;
 }
 
 
 /* Adds r's next n tokens to the step; returns its prompt-logprob rows. */
 static int
-llm_sched_add_to_step(llm_engine *e, llm_request *r, int n)
+llm_sched_add_to_step(llm_scheduler *s, llm_batch_buf *bb, llm_request *r,
+    int n)
 {
-    llm_scheduler  *s = &e->sched;
-    int             from, first, last, lp_rows = 0;
+    int  from, first, last, lp_rows = 0;
 
     if (r->n_draft > 0) {
         from = 0;                       /* the decode token and each draft */
@@ -358,7 +324,7 @@ llm_sched_add_to_step(llm_engine *e, llm_request *r, int n)
             from = first - r->n_computed;
         }
     }
-    llm_batch_add_from(&e->bb, r->tokens + r->n_computed, n, r->n_computed,
+    llm_batch_add_from(bb, r->tokens + r->n_computed, n, r->n_computed,
                        r->blocks, r->n_blocks, from);
     if (s->step.n == s->step_cap) {
         s->step_cap = s->step_cap ? 2 * s->step_cap : 16;
@@ -374,40 +340,46 @@ llm_sched_add_to_step(llm_engine *e, llm_request *r, int n)
 }
 
 
-int
-llm_sched_schedule(llm_engine *e, double now)
+/* What is left of a step's allowances. */
+typedef struct {
+    int  tokens;                        /* of max_num_batched_tokens */
+    int  lp_rows;                       /* of max_prompt_lp_rows */
+} llm_sched_budget;
+
+
+/* Running requests first, oldest first: a decode token (with drafts when
+ * speculating) or the next chunk of an unfinished prompt.  When blocks run
+ * out, the newest running request is preempted. */
+static void
+llm_sched_running(llm_scheduler *s, llm_batch_buf *bb, llm_sched_budget *left)
 {
-    llm_scheduler  *s = &e->sched;
-    llm_request    *r, *victim;
-    int             i, k, n, hits, budget = e->max_num_batched_tokens;
-    int             lp_budget = e->max_prompt_lp_rows;
+    llm_request  *r, *victim;
+    int           i, k, n;
 
-    s->step.n = 0;
-    llm_batch_reset(&e->bb);
-
-    for (i = 0; i < s->running.n && budget > 0; i++) {
+    for (i = 0; i < s->running.n && left->tokens > 0; i++) {
         r = s->running.items[i];
         n = r->n_tokens - r->n_computed;
         r->n_draft = 0;
         /* structured output checks each token against the grammar's state
          * after the one before: no drafts */
-        if (e->spec_k > 0 && n == 1 && !r->params.json_object) {
-            k = llm_spec_schedule_drafts(e, r, budget);
+        if (s->cfg.spec.k > 0 && n == 1 && !r->params.json_object) {
+            k = llm_spec_schedule_drafts(&s->cfg.spec, r,
+                                         s->cfg.max_model_len, left->tokens);
             /* drafts never preempt anyone: without blocks, no drafts */
-            if (k > 0 && llm_sched_reserve(e, r, r->n_computed + 1 + k) == 0)
+            if (k > 0 && llm_sched_reserve(s, r, r->n_computed + 1 + k) == 0)
             {
                 r->n_draft = k;
                 n = 1 + k;
             }
         }
-        n = n < budget ? n : budget;
-        n = llm_sched_lp_fit(r, n, lp_budget);
+        n = n < left->tokens ? n : left->tokens;
+        n = llm_sched_lp_fit(r, n, left->lp_rows);
         if (n == 0) {
             continue;                   /* its rows wait for the next step */
         }
-        while (llm_sched_reserve(e, r, r->n_computed + n) != 0) {
+        while (llm_sched_reserve(s, r, r->n_computed + n) != 0) {
             victim = s->running.items[s->running.n - 1];
-            llm_sched_preempt(e, victim);
+            llm_sched_preempt(s, victim);
             if (victim == r) {
                 break;
             }
@@ -415,53 +387,81 @@ llm_sched_schedule(llm_engine *e, double now)
         if (r->state != LLM_REQ_RUNNING) {
             break;                      /* r preempted itself: it was newest */
         }
-        lp_budget -= llm_sched_add_to_step(e, r, n);
-        budget -= n;
+        left->lp_rows -= llm_sched_add_to_step(s, bb, r, n);
+        left->tokens -= n;
     }
+}
 
-    while (budget > 0 && s->wait_head && s->running.n < e->max_num_seqs) {
+
+/* Then waiting requests, first come first served, while the budget,
+ * max_num_seqs and the pool allow; each first takes what it can of its
+ * leader's blocks (parallel sampling) or of the prefix cache. */
+static void
+llm_sched_admit(llm_scheduler *s, llm_batch_buf *bb, llm_sched_budget *left,
+    double now)
+{
+    llm_request  *r;
+    int           n, hits;
+
+    while (left->tokens > 0 && s->wait_head
+           && s->running.n < s->cfg.max_num_seqs)
+    {
         r = s->wait_head;
-        hits = llm_sched_share(e, r);
+        hits = llm_sched_share(s, r);
         if (hits < 0) {
             break;                      /* first come, first served */
         }
         if (hits == 0) {
-            hits = llm_sched_prefix_hits(e, r);
+            hits = llm_sched_prefix_hits(s, r);
         }
         n = r->n_tokens - r->n_computed;
-        n = n < budget ? n : budget;
-        n = llm_sched_lp_fit(r, n, lp_budget);
-        if (n == 0 || llm_sched_reserve(e, r, r->n_computed + n) != 0) {
-            llm_sched_free_blocks(e, r);
+        n = n < left->tokens ? n : left->tokens;
+        n = llm_sched_lp_fit(r, n, left->lp_rows);
+        if (n == 0 || llm_sched_reserve(s, r, r->n_computed + n) != 0) {
+            llm_sched_free_blocks(s, r);
             break;                      /* first come, first served */
         }
         llm_sched_unlink_waiting(s, r);
         r->state = LLM_REQ_RUNNING;
         llm_req_list_push(&s->running, r);
         /* vLLM does not look a prompt-logprobs request up at all */
-        if (e->blocks.caching && !llm_sched_lp_pending(r)) {
-            e->counters.prefix_cache_queries_total += (uint64_t) r->n_tokens;
-            e->counters.prefix_cache_hits_total += (uint64_t) hits;
+        if (s->blocks->caching && !llm_sched_lp_pending(r)) {
+            s->prefix_cache_queries += (uint64_t) r->n_tokens;
+            s->prefix_cache_hits += (uint64_t) hits;
         }
         if (r->stats.scheduled == 0) {
             r->stats.scheduled = now;
             r->stats.cached_tokens = hits;
         }
-        lp_budget -= llm_sched_add_to_step(e, r, n);
-        budget -= n;
+        left->lp_rows -= llm_sched_add_to_step(s, bb, r, n);
+        left->tokens -= n;
     }
+}
+
+
+int
+llm_sched_schedule(llm_scheduler *s, llm_batch_buf *bb, double now)
+{
+    llm_sched_budget  left;
+
+    left.tokens = s->cfg.max_num_batched_tokens;
+    left.lp_rows = s->cfg.max_prompt_lp_rows;
+    s->step.n = 0;
+    llm_batch_reset(bb);
+    llm_sched_running(s, bb, &left);
+    llm_sched_admit(s, bb, &left, now);
     return s->step.n;
 }
 
 
 void
-llm_sched_remove(llm_engine *e, llm_request *r)
+llm_sched_remove(llm_scheduler *s, llm_request *r)
 {
     if (r->state == LLM_REQ_RUNNING) {
-        llm_req_list_remove(&e->sched.running, r);
+        llm_req_list_remove(&s->running, r);
     } else if (r->state == LLM_REQ_WAITING) {
-        llm_sched_unlink_waiting(&e->sched, r);
+        llm_sched_unlink_waiting(s, r);
     }
-    llm_sched_free_blocks(e, r);
+    llm_sched_free_blocks(s, r);
     r->state = LLM_REQ_FINISHED;
 }

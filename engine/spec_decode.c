@@ -14,7 +14,7 @@
  */
 #include <string.h>
 
-#include "engine_internal.h"
+#include "spec_decode.h"
 #include "util/util.h"
 
 
@@ -47,13 +47,14 @@ llm_spec_propose(const int32_t *toks, int L, int kmax, int nmin, int nmax,
 
 
 int
-llm_spec_schedule_drafts(llm_engine *e, llm_request *r, int budget)
+llm_spec_schedule_drafts(const llm_spec_config *c, llm_request *r,
+    int max_model_len, int budget)
 {
-    int  kmax = e->spec_k, left;
+    int  kmax = c->k, left;
 
     /* never draft past max_model_len, nor further than the request may
      * still produce (the bonus token takes one of those) */
-    left = e->max_model_len - r->n_tokens;
+    left = max_model_len - r->n_tokens;
     kmax = left < kmax ? left : kmax;
     left = r->params.max_tokens - r->stats.completion_tokens - 1;
     kmax = left < kmax ? left : kmax;
@@ -66,13 +67,14 @@ llm_spec_schedule_drafts(llm_engine *e, llm_request *r, int budget)
         r->tokens = llm_xrealloc(r->tokens, sizeof(int32_t) * r->cap_tokens);
     }
     /* drafts wait just past the sequence's tokens until verified */
-    return llm_spec_propose(r->tokens, r->n_tokens, kmax, e->spec_min,
-                            e->spec_max, r->tokens + r->n_tokens);
+    return llm_spec_propose(r->tokens, r->n_tokens, kmax, c->lookup_min,
+                            c->lookup_max, r->tokens + r->n_tokens);
 }
 
 
 void
-llm_spec_record(llm_engine *e, llm_request *r, int drafted, int accepted)
+llm_spec_record(llm_engine_stats *counters, llm_request *r, int drafted,
+    int accepted)
 {
     int  i;
 
@@ -88,10 +90,10 @@ llm_spec_record(llm_engine *e, llm_request *r, int drafted, int accepted)
     r->spec_accepted[r->n_spec_steps] = (uint8_t) accepted;
     r->spec_drafted[r->n_spec_steps] = (uint8_t) drafted;
     r->n_spec_steps++;
-    e->counters.spec_num_drafts_total++;
-    e->counters.spec_num_draft_tokens_total += (uint64_t) drafted;
-    e->counters.spec_num_accepted_tokens_total += (uint64_t) accepted;
+    counters->spec_num_drafts_total++;
+    counters->spec_num_draft_tokens_total += (uint64_t) drafted;
+    counters->spec_num_accepted_tokens_total += (uint64_t) accepted;
     for (i = 0; i < accepted; i++) {
-        e->counters.spec_accepted_per_pos_total[i]++;
+        counters->spec_accepted_per_pos_total[i]++;
     }
 }

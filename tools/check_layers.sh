@@ -2,8 +2,9 @@
 # Checks the engine's one-way dependencies (docs/architecture.md, "Layers"):
 # a file may include headers of its own folder and of the folders below its
 # own, never of a folder above it or beside it; the nginx module includes
-# only the public API, llm.h.  Prints each include that breaks the rule and
-# exits 1 if there is one.
+# only the public API, llm.h; and no header of engine/ includes itself back
+# through others.  Prints each include that breaks a rule and exits 1 if
+# there is one.
 #
 #   engine/include (llm.h)  the public API: declarations only, any layer
 #   engine/util             <- jinja, tokenizer, grammar
@@ -65,5 +66,46 @@ for f in ngx_module/*.[ch]; do
         esac
     done
 done
+# No include cycle: for each header of engine/, the headers it includes,
+# directly or through others, never include it back.  A quoted include is
+# found as the compiler finds it: beside the file, then in engine/include
+# and engine/ (the -I options).
+edges=$(mktemp) || exit 2
+for f in $(find engine -name '*.h' | sort); do
+    for inc in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f"); do
+        for c in "$(dirname "$f")/$inc" "engine/include/$inc" "engine/$inc"; do
+            if [ -f "$c" ]; then
+                echo "$f $c"
+                break
+            fi
+        done
+    done
+done > "$edges"
+awk '
+function visit(h,    n, i, next_h, to) {
+    n = split(out[h], to, " ")
+    for (i = 1; i <= n; i++) {
+        next_h = to[i]
+        if (!(next_h in seen)) {
+            seen[next_h] = 1
+            visit(next_h)
+        }
+    }
+}
+{ out[$1] = out[$1] " " $2 }
+END {
+    bad = 0
+    for (h in out) {
+        split("", seen)
+        visit(h)
+        if (h in seen) {
+            print "check-layers: " h " includes itself back"
+            bad = 1
+        }
+    }
+    exit bad
+}' "$edges" || bad=1
+rm -f "$edges"
+
 [ $bad = 0 ] && echo "check-layers: ok"
 exit $bad
