@@ -186,7 +186,7 @@ llm_engine_main(void *arg)
         taken.n = 0;
         now = llm_now();
         llm_engine_take_flags(e, now);
-        e->idle = llm_engine_step(e, now) == 0;
+        e->idle = !llm_engine_step(e, now);
         llm_engine_publish(e);
     }
     llm_req_list_free(&taken);

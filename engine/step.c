@@ -494,6 +494,7 @@ llm_engine_step(llm_engine *e, double now)
             /* cannot happen with min_blocks >= max_model_len: with nobody
              * running, the pool is free; never leave it waiting forever */
             llm_engine_finish(e, r, LLM_FINISH_ERROR, now);
+            return 1;                   /* the next one is tried too */
         }
         return 0;
     }
