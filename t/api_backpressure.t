@@ -197,7 +197,8 @@ $s = stalled_client('/slow/v1/chat/completions', \%long);
 $line = $t->wait_log_line(qr{^/slow/v1/chat/completions }, 60);
 my $dropped = time - $t0;
 my ($billed) = ($line // '') =~ / completion=(\d+) /;
-like($line // '', qr/ finish=abort /, 'dropped: billed as an abort');
+like($line // '', qr{^/slow/v1/chat/completions 200 .* finish=abort },
+     'dropped: billed as an abort ($status: the 200 that was sent)');
 ok(defined $billed && $billed > 0 && $billed < $N * $MAX,
    'with the tokens made until then (' . ($billed // '-') . ')');
 ok($dropped >= 2, sprintf('no sooner than send_timeout (%.1f s after the '

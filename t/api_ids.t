@@ -112,9 +112,18 @@ for (1 .. 60) {
         Time::HiRes::sleep(0.05);
     }
 }
-for (split /\n/, NginxLLM::slurp($w->dir . '/logs/ids.log')) {
+# a worker logs a request after its response went out: wait for the lines
+my @lines;
+my $deadline = Time::HiRes::time() + 10;
+while (1) {
+    @lines = grep { / cmpl-/ }
+             split /\n/, NginxLLM::slurp($w->dir . '/logs/ids.log');
+    last if @lines >= 60 || Time::HiRes::time() > $deadline;
+    Time::HiRes::sleep(0.05);
+}
+for (@lines) {
     my ($pid, $id) = split / /;
-    push @{ $by{$pid} }, $id if $id =~ /^cmpl-/;
+    push @{ $by{$pid} }, $id;
 }
 my @all = map { @$_ } values %by;
 is(scalar(@all), 60, '60 completions logged with their worker');
