@@ -3,10 +3,13 @@
  * create/destroy, submit, cancel, drain, stats.
  *
  * One turn of the engine thread:
- *   1. take new submissions (stamp `queued`) and cancellations;
+ *   1. take new submissions (stamp `queued`), cancellations and pauses;
  *   2. run one step (step.c): schedule, forward pass, sampling, and what
  *      each new token does to its request;
  *   3. publish the step's output to the client and notify once.
+ * A step that computed nothing (no requests, or all of them paused or
+ * unable to run) puts the thread to sleep until a submission, a
+ * cancellation or a resume wakes it.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -63,8 +66,10 @@ llm_engine_take_submissions(llm_engine *e, llm_request **taken, int n,
 }
 
 
+/* What the client asked of its requests since the last step: a cancel
+ * finishes a request, a pause holds for this whole step. */
 static void
-llm_engine_take_cancellations(llm_engine *e, double now)
+llm_engine_take_flags(llm_engine *e, double now)
 {
     llm_request  *r, *next;
     int           i;
@@ -73,12 +78,16 @@ llm_engine_take_cancellations(llm_engine *e, double now)
         r = e->sched.running.items[i];
         if (atomic_load(&r->cancelled)) {
             llm_engine_finish(e, r, LLM_FINISH_ABORT, now);
+        } else {
+            r->paused = atomic_load(&r->pause);
         }
     }
     for (r = e->sched.wait_head; r; r = next) {
         next = r->next;
         if (atomic_load(&r->cancelled)) {
             llm_engine_finish(e, r, LLM_FINISH_ABORT, now);
+        } else {
+            r->paused = atomic_load(&r->pause);
         }
     }
 }
@@ -141,13 +150,6 @@ llm_engine_publish(llm_engine *e)
 }
 
 
-static int
-llm_engine_idle(llm_engine *e)
-{
-    return e->sched.running.n == 0 && e->sched.wait_head == NULL;
-}
-
-
 static void *
 llm_engine_main(void *arg)
 {
@@ -161,8 +163,7 @@ llm_engine_main(void *arg)
 
     for ( ;; ) {
         pthread_mutex_lock(&e->mu);
-        while (!e->stop && e->submitted.n == 0 && !e->wakeup
-               && llm_engine_idle(e))
+        while (!e->stop && e->submitted.n == 0 && !e->wakeup && e->idle)
         {
             pthread_cond_wait(&e->cv, &e->mu);
         }
@@ -184,8 +185,8 @@ llm_engine_main(void *arg)
         llm_engine_take_submissions(e, taken.items, taken.n, llm_now());
         taken.n = 0;
         now = llm_now();
-        llm_engine_take_cancellations(e, now);
-        llm_engine_step(e, now);
+        llm_engine_take_flags(e, now);
+        e->idle = !llm_engine_step(e, now);
         llm_engine_publish(e);
     }
     llm_req_list_free(&taken);
@@ -252,6 +253,7 @@ llm_engine_create(const llm_engine_config *cfg, char *err)
                              ^ (uint64_t) getpid() ^ (uintptr_t) e);
     e->notify = cfg->notify;
     e->notify_data = cfg->notify_data;
+    e->idle = 1;
 
     e->model = llm_model_load(cfg->model_dir, err);
     if (e->model == NULL) {
@@ -467,6 +469,20 @@ llm_engine_cancel(llm_engine *e, llm_request *r)
     pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
     return (int) (v & ~LLM_GATE_CLOSED);
+}
+
+
+void
+llm_engine_set_paused(llm_engine *e, llm_request *r, int paused)
+{
+    atomic_store(&r->pause, paused != 0);
+    if (paused) {
+        return;                         /* the next step sees it */
+    }
+    pthread_mutex_lock(&e->mu);
+    e->wakeup = 1;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
 }
 
 

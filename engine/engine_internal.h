@@ -36,6 +36,8 @@ struct llm_engine {
     llm_scheduler       sched;
     llm_req_list        changed;            /* have output to publish */
     llm_engine_stats    counters;           /* copied to stats on publish */
+    int                 idle;               /* the last step computed
+                                             * nothing: sleep until woken */
 
     /* engine thread: the step's working memory (step.c) */
     llm_sampler         sampler;
@@ -57,7 +59,7 @@ struct llm_engine {
     pthread_mutex_t     mu;
     pthread_cond_t      cv;
     llm_req_list        submitted;
-    int                 wakeup;
+    int                 wakeup;             /* a cancel or a resume */
     int                 stop;
 
     /* output to the client, under out_mu */

@@ -43,6 +43,7 @@ struct llm_request {
      * the count a cancel returns is final */
     atomic_uint         gate;
     atomic_int          client_gone;
+    atomic_int          pause;          /* llm_engine_set_paused() */
     void               *data;           /* the client's */
     int                 submitted;      /* client thread */
     llm_request        *share_from;     /* parallel sampling: the leader, with a reference */
@@ -62,6 +63,9 @@ struct llm_request {
 
     /* engine thread only */
     llm_req_state       state;
+    int                 paused;         /* pause, as taken at the start of
+                                         * this step: the scheduler skips
+                                         * the request */
     int32_t            *tokens;         /* prompt + output */
     int                 n_tokens, cap_tokens;
     int                 n_computed;     /* tokens whose K/V is cached */

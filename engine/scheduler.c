@@ -12,6 +12,12 @@
  * `scheduled` timestamp stays) -- from the prefix cache, mostly, since its
  * freed blocks keep their keys until they are reused.
  *
+ * A paused request (llm_engine_set_paused(): its client cannot keep up)
+ * is not scheduled: running, it keeps its blocks and its seat, and
+ * neither spends the step's budget nor holds anyone back; waiting, it is
+ * passed over by admission.  When the pool runs dry, paused requests are
+ * preempted first, newest first: they are the ones not using their K/V.
+ *
  * With n-gram speculation, a decoding request carries up to k draft
  * tokens after its decode token when blocks and the budget allow.
  *
@@ -187,19 +193,22 @@ static int
 llm_sched_share(llm_scheduler *s, llm_request *r)
 {
     llm_request  *l = r->share_from;
-    int           i, n = (r->n_prompt - 1) / LLM_BLOCK_SIZE;
+    int           i, ready, n = (r->n_prompt - 1) / LLM_BLOCK_SIZE;
 
     if (l == NULL) {
         return 0;
     }
-    if (l->state == LLM_REQ_RUNNING && l->n_computed < n * LLM_BLOCK_SIZE) {
+    ready = l->state == LLM_REQ_RUNNING && l->n_computed >= n * LLM_BLOCK_SIZE;
+    /* a leader still prefilling, or not admitted yet (it is ahead), is
+     * waited for; a paused one is not: r computes its prompt itself */
+    if (!ready && !l->paused
+        && (l->state == LLM_REQ_RUNNING
+            || (l->state == LLM_REQ_WAITING && l->stats.scheduled == 0)))
+    {
         return -1;
     }
-    if (l->state == LLM_REQ_WAITING && l->stats.scheduled == 0) {
-        return -1;                      /* not admitted yet: it is ahead */
-    }
     r->share_from = NULL;
-    if (l->state != LLM_REQ_RUNNING || n == 0
+    if (!ready || n == 0
         || (r->prompt_lp && (l->prompt_lp == NULL
             || l->params.prompt_logprobs < r->params.prompt_logprobs)))
     {
@@ -297,6 +306,22 @@ llm_sched_preempt(llm_scheduler *s, llm_request *r)
 }
 
 
+/* The running request to preempt when the pool is dry: the newest paused
+ * one, else the newest. */
+static int
+llm_sched_victim(const llm_scheduler *s)
+{
+    int  i;
+
+    for (i = s->running.n - 1; i >= 0; i--) {
+        if (s->running.items[i]->paused) {
+            return i;
+        }
+    }
+    return s->running.n - 1;
+}
+
+
 /* Adds r's next n tokens to the step; returns its prompt-logprob rows. */
 static int
 llm_sched_add_to_step(llm_scheduler *s, llm_batch_buf *bb, llm_request *r,
@@ -347,17 +372,20 @@ typedef struct {
 } llm_sched_budget;
 
 
-/* Running requests first, oldest first: a decode token (with drafts when
- * speculating) or the next chunk of an unfinished prompt.  When blocks run
- * out, the newest running request is preempted. */
+/* Running requests first, oldest first, paused ones aside: a decode token
+ * (with drafts when speculating) or the next chunk of an unfinished
+ * prompt.  When blocks run out, a victim is preempted (llm_sched_victim). */
 static void
 llm_sched_running(llm_scheduler *s, llm_batch_buf *bb, llm_sched_budget *left)
 {
     llm_request  *r, *victim;
-    int           i, k, n;
+    int           i, j, k, n;
 
     for (i = 0; i < s->running.n && left->tokens > 0; i++) {
         r = s->running.items[i];
+        if (r->paused) {
+            continue;
+        }
         n = r->n_tokens - r->n_computed;
         r->n_draft = 0;
         /* structured output checks each token against the grammar's state
@@ -378,10 +406,14 @@ llm_sched_running(llm_scheduler *s, llm_batch_buf *bb, llm_sched_budget *left)
             continue;                   /* its rows wait for the next step */
         }
         while (llm_sched_reserve(s, r, r->n_computed + n) != 0) {
-            victim = s->running.items[s->running.n - 1];
+            j = llm_sched_victim(s);
+            victim = s->running.items[j];
             llm_sched_preempt(s, victim);
             if (victim == r) {
                 break;
+            }
+            if (j < i) {
+                i--;                    /* a paused one before r: r moved */
             }
         }
         if (r->state != LLM_REQ_RUNNING) {
@@ -390,6 +422,18 @@ llm_sched_running(llm_scheduler *s, llm_batch_buf *bb, llm_sched_budget *left)
         left->lp_rows -= llm_sched_add_to_step(s, bb, r, n);
         left->tokens -= n;
     }
+}
+
+
+llm_request *
+llm_sched_next_waiting(const llm_scheduler *s)
+{
+    llm_request  *r;
+
+    for (r = s->wait_head; r && r->paused; r = r->next) {
+        /* void */
+    }
+    return r;
 }
 
 
@@ -403,10 +447,9 @@ llm_sched_admit(llm_scheduler *s, llm_batch_buf *bb, llm_sched_budget *left,
     llm_request  *r;
     int           n, hits;
 
-    while (left->tokens > 0 && s->wait_head
-           && s->running.n < s->cfg.max_num_seqs)
+    while (left->tokens > 0 && s->running.n < s->cfg.max_num_seqs
+           && (r = llm_sched_next_waiting(s)) != NULL)
     {
-        r = s->wait_head;
         hits = llm_sched_share(s, r);
         if (hits < 0) {
             break;                      /* first come, first served */

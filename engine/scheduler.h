@@ -60,6 +60,10 @@ void llm_sched_enqueue(llm_scheduler *s, llm_request *r);
  * (speculation: by what verification accepted). */
 int llm_sched_schedule(llm_scheduler *s, llm_batch_buf *bb, double now);
 
+/* The request admission takes next: the first waiting one not paused, or
+ * NULL. */
+llm_request *llm_sched_next_waiting(const llm_scheduler *s);
+
 /* Publishes the request's newly computed full blocks to the prefix cache. */
 void llm_sched_register_blocks(llm_scheduler *s, llm_request *r);
 

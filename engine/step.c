@@ -479,19 +479,24 @@ llm_engine_forward(llm_engine *e, int on_device, char *err)
 }
 
 
-void
+int
 llm_engine_step(llm_engine *e, double now)
 {
     llm_scheduler  *s = &e->sched;
+    llm_request    *r;
     char            err[LLM_ERR_LEN];
-    int             i, on_device;
+    int             i, n, on_device;
 
-    if (llm_sched_schedule(s, &e->bb, now) == 0) {
-        if (s->running.n == 0 && s->wait_head) {
-            /* cannot happen with min_blocks >= max_model_len; never spin */
-            llm_engine_finish(e, s->wait_head, LLM_FINISH_ERROR, now);
+    n = llm_sched_schedule(s, &e->bb, now);
+    if (n == 0) {
+        r = llm_sched_next_waiting(s);
+        if (s->running.n == 0 && r != NULL) {
+            /* cannot happen with min_blocks >= max_model_len: with nobody
+             * running, the pool is free; never leave it waiting forever */
+            llm_engine_finish(e, r, LLM_FINISH_ERROR, now);
+            return 1;                   /* the next one is tried too */
         }
-        return;
+        return 0;
     }
     on_device = llm_engine_sample_plan(e);
     if (llm_engine_forward(e, on_device, err) != 0) {
@@ -500,7 +505,7 @@ llm_engine_step(llm_engine *e, double now)
             llm_engine_finish(e, s->step.items[i], LLM_FINISH_ERROR,
                               llm_now());
         }
-        return;
+        return n;
     }
     e->step_rejected = 0;
     llm_engine_sample_step(e, on_device ? e->ids : NULL, e->lps, llm_now());
@@ -508,4 +513,5 @@ llm_engine_step(llm_engine *e, double now)
      * drafts that were rejected are neither */
     llm_hist_observe(&e->counters.hist[LLM_H_ITERATION_TOKENS],
                      e->bb.batch.n_tokens - e->step_rejected);
+    return n;
 }

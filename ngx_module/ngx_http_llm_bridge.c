@@ -500,6 +500,32 @@ ngx_http_llm_engine_release(ngx_http_llm_ctx_t *ctx)
 }
 
 
+/*
+ * Backpressure (ngx_http_llm_sse.c): the client is behind by more than
+ * llm_max_unsent_bytes, or has caught up.  All sequences pause and resume
+ * together, so that no choice runs ahead of the others; a paused sequence
+ * keeps its KV cache and is still cancelled when the request ends.
+ */
+
+void
+ngx_http_llm_engine_pause(ngx_http_llm_ctx_t *ctx, ngx_uint_t paused)
+{
+    ngx_uint_t              i;
+    ngx_http_llm_seq_t     *seq;
+    ngx_http_llm_worker_t  *w = &ngx_http_llm_worker;
+
+    ctx->paused = paused;
+
+    for (i = 0; i < ctx->n_seqs; i++) {
+        seq = &ctx->seqs[i];
+
+        if (seq->lreq && !seq->engine_done) {
+            llm_engine_set_paused(w->engine, seq->lreq, (int) paused);
+        }
+    }
+}
+
+
 /* llm_engine_drain() callback: copy, never write to the client here */
 
 static void

@@ -191,6 +191,7 @@ ngx_http_llm_ctx_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
                       != NGX_HTTP_LLM_SPEC_METRICS_NONE;
     ctx->prefix_caching = lmcf->enable_prefix_caching;
     ctx->log_stats = lmcf->log_stats;
+    ctx->max_unsent = llcf->max_unsent;
 
     /* Prometheus' TTFT and e2e latency start here: vLLM's arrival */
     ctx->arrival = llm_now();

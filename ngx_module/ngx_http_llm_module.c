@@ -174,6 +174,13 @@ static ngx_command_t  ngx_http_llm_commands[] = {
       offsetof(ngx_http_llm_loc_conf_t, spec_decode_metrics),
       &ngx_http_llm_spec_metrics },
 
+    { ngx_string("llm_max_unsent_bytes"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_size_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_loc_conf_t, max_unsent),
+      NULL },
+
     { ngx_string("llm_responses_owner"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_http_set_complex_value_slot,
@@ -353,6 +360,7 @@ ngx_http_llm_create_loc_conf(ngx_conf_t *cf)
     conf->force_include_usage = NGX_CONF_UNSET;
     conf->spec_decode_metrics = NGX_CONF_UNSET_UINT;
     conf->responses_owner = NGX_CONF_UNSET_PTR;
+    conf->max_unsent = NGX_CONF_UNSET_SIZE;
 
     return conf;
 }
@@ -375,6 +383,8 @@ ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
                               NGX_HTTP_LLM_SPEC_METRICS_NONE);
     ngx_conf_merge_ptr_value(conf->responses_owner, prev->responses_owner,
                              NULL);
+    ngx_conf_merge_size_value(conf->max_unsent, prev->max_unsent,
+                              1024 * 1024);
 
     lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_llm_module);
 

@@ -184,6 +184,7 @@ typedef struct {
     ngx_flag_t                  force_include_usage;
     ngx_uint_t                  spec_decode_metrics;
     ngx_http_complex_value_t   *responses_owner;   /* NULL: none */
+    size_t                      max_unsent;    /* llm_max_unsent_bytes */
     ngx_uint_t                  handler;       /* NGX_HTTP_LLM_HANDLER_* */
 } ngx_http_llm_loc_conf_t;
 
@@ -315,7 +316,8 @@ struct ngx_http_llm_ctx_s {
 
     ngx_http_llm_json_t         scratch;       /* stream events render here */
     ngx_chain_t                *free;
-    ngx_chain_t                *busy;
+    ngx_chain_t                *busy;          /* not taken by the socket */
+    size_t                      max_unsent;    /* more in busy: pause */
     ngx_event_t                 guard;         /* keeps graceful exit waiting */
 
     unsigned                    stream:1;
@@ -330,6 +332,8 @@ struct ngx_http_llm_ctx_s {
     unsigned                    role_sent:1;
     unsigned                    item_started:1;   /* responses stream */
     unsigned                    failed:1;      /* out of memory on drain */
+    unsigned                    paused:1;      /* the engine holds it back:
+                                                  the client is behind */
     unsigned                    done:1;        /* final output written */
 };
 
@@ -359,6 +363,7 @@ ngx_int_t ngx_http_llm_engine_unavailable(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_engine_submit(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx);
 void ngx_http_llm_engine_release(ngx_http_llm_ctx_t *ctx);
+void ngx_http_llm_engine_pause(ngx_http_llm_ctx_t *ctx, ngx_uint_t paused);
 
 /* ngx_http_llm_handler.c */
 ngx_int_t ngx_http_llm_api_handler(ngx_http_request_t *r);

@@ -9,13 +9,26 @@
  * took them, so a long stream uses a few buffers, not one per token.  Every
  * buffer has flush set, or postpone_output would hold small events back.
  * When the socket is full, ngx_http_output_filter() keeps the rest in
- * ctx->busy and ngx_http_llm_writer() pushes it on write events; the engine
- * is not slowed down by a slow client (vLLM does not either), its output
- * waits in memory.
+ * ctx->busy and ngx_http_llm_writer() pushes it on write events.
+ *
+ * Backpressure: a slow client does not slow the engine down (vLLM's does
+ * not either) until its unsent output passes llm_max_unsent_bytes; then
+ * the engine pauses the request, which costs no compute and no more memory
+ * from then on, and resumes it when the client has read half of it.  While
+ * output waits, send_timeout runs from the last write the socket took
+ * bytes of (nginx's rule: the time between two successive writes), so a
+ * client that reads nothing is dropped: the request is finalized with 408
+ * ("client timed out" in the error log), its cleanup cancels it in the
+ * engine, and the access log bills an abort with the tokens made until
+ * then.
  */
 
 
 #include "ngx_http_llm_module.h"
+
+
+static ngx_int_t ngx_http_llm_sse_flow(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx, off_t sent);
 
 
 ngx_int_t
@@ -113,6 +126,7 @@ ngx_int_t
 ngx_http_llm_sse_send(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_json_t *j, ngx_uint_t last)
 {
+    off_t         sent;
     size_t        len, size;
     ngx_int_t     rc;
     ngx_buf_t    *b;
@@ -134,6 +148,11 @@ ngx_http_llm_sse_send(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     if (b->start == NULL || (size_t) (b->end - b->start) < len) {
         size = ngx_max(len, 512);
 
+        /* a large one goes back to the heap: the stream is long */
+        if (b->start) {
+            ngx_pfree(r->pool, b->start);
+        }
+
         b->start = ngx_palloc(r->pool, size);
         if (b->start == NULL) {
             return NGX_ERROR;
@@ -150,11 +169,17 @@ ngx_http_llm_sse_send(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     b->last_in_chain = last;
     b->tag = (ngx_buf_tag_t) &ngx_http_llm_module;
 
+    sent = r->connection->sent;
+
     rc = ngx_http_output_filter(r, cl);
 
     /* "out" must point to a chain pointer: NULL crashes under pressure */
     ngx_chain_update_chains(r->pool, &ctx->free, &ctx->busy, &cl,
                             (ngx_buf_tag_t) &ngx_http_llm_module);
+
+    if (rc != NGX_ERROR && ngx_http_llm_sse_flow(r, ctx, sent) != NGX_OK) {
+        return NGX_ERROR;
+    }
 
     return rc;
 }
@@ -165,22 +190,26 @@ ngx_http_llm_sse_send(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
 void
 ngx_http_llm_writer(ngx_http_request_t *r)
 {
-    ngx_int_t                  rc;
-    ngx_chain_t               *out;
-    ngx_event_t               *wev;
-    ngx_connection_t          *c;
-    ngx_http_llm_ctx_t        *ctx;
-    ngx_http_core_loc_conf_t  *clcf;
+    off_t                sent;
+    ngx_int_t            rc;
+    ngx_chain_t         *out;
+    ngx_event_t         *wev;
+    ngx_connection_t    *c;
+    ngx_http_llm_ctx_t  *ctx;
 
     c = r->connection;
     wev = c->write;
     ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
 
     if (wev->timedout) {
+        /* the cleanup cancels the request: billed as an abort */
+        c->timedout = 1;
         ngx_connection_error(c, NGX_ETIMEDOUT, "client timed out");
         ngx_http_finalize_request(r, NGX_HTTP_REQUEST_TIME_OUT);
         return;
     }
+
+    sent = c->sent;
 
     rc = ngx_http_output_filter(r, NULL);
 
@@ -193,19 +222,74 @@ ngx_http_llm_writer(ngx_http_request_t *r)
     ngx_chain_update_chains(r->pool, &ctx->free, &ctx->busy, &out,
                             (ngx_buf_tag_t) &ngx_http_llm_module);
 
+    if (ngx_http_llm_sse_flow(r, ctx, sent) != NGX_OK) {
+        ngx_http_finalize_request(r, NGX_ERROR);
+    }
+}
+
+
+/*
+ * After every write of a stream, "sent" being c->sent before it.  While
+ * output waits, the write event is armed (epoll learns of it only here:
+ * without it the rest would wait for the next token, forever once the
+ * engine pauses) and so is send_timeout, restarted by every write the
+ * socket took bytes of (a write event alone is no progress).  The engine
+ * pauses the request past llm_max_unsent_bytes and resumes it at half of
+ * it.  Unsent is what ctx->busy holds: the drains' output is rendered
+ * into events at once, nothing else waits.
+ */
+
+static ngx_int_t
+ngx_http_llm_sse_flow(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
+    off_t sent)
+{
+    size_t                     unsent;
+    ngx_chain_t               *cl;
+    ngx_event_t               *wev;
+    ngx_connection_t          *c;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    c = r->connection;
+    wev = c->write;
     clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
 
-    if (ngx_handle_write_event(wev, clcf->send_lowat) != NGX_OK) {
-        ngx_http_finalize_request(r, NGX_ERROR);
-        return;
-    }
+    /* a delayed write (limit_rate) has a timer of its own */
 
-    if (!wev->delayed) {
-        if (wev->active && !wev->ready) {
-            ngx_add_timer(wev, clcf->send_timeout);
-
-        } else if (wev->timer_set) {
+    if (ctx->busy == NULL && !c->buffered) {
+        if (wev->timer_set && !wev->delayed) {
             ngx_del_timer(wev);
         }
+
+    } else {
+        if (ngx_handle_write_event(wev, clcf->send_lowat) != NGX_OK) {
+            return NGX_ERROR;
+        }
+
+        if (!wev->delayed && (!wev->timer_set || c->sent != sent)) {
+            ngx_add_timer(wev, clcf->send_timeout);
+        }
     }
+
+    if (ctx->done) {
+        return NGX_OK;      /* the engine is done with it */
+    }
+
+    unsent = 0;
+
+    for (cl = ctx->busy; cl; cl = cl->next) {
+        unsent += ngx_buf_size(cl->buf);
+    }
+
+    if (!ctx->paused && unsent > ctx->max_unsent) {
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, c->log, 0,
+                       "llm paused, %uz bytes unsent", unsent);
+        ngx_http_llm_engine_pause(ctx, 1);
+
+    } else if (ctx->paused && unsent <= ctx->max_unsent / 2) {
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, c->log, 0,
+                       "llm resumed, %uz bytes unsent", unsent);
+        ngx_http_llm_engine_pause(ctx, 0);
+    }
+
+    return NGX_OK;
 }

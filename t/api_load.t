@@ -67,7 +67,8 @@ syswrite($s, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
              . 'Content-Length: ' . length($req) . "\r\n\r\n$req");
 
 # the engine runs ahead of the client: it finishes all 120 tokens while
-# the client has read nothing (the output waits in nginx)
+# the client has read nothing (the output, about 170 KB, waits in nginx:
+# less than llm_max_unsent_bytes, which would pause it, t/api_backpressure.t)
 my $deadline = time + 60;
 sleep 0.05 while finished_length() == $done_before && time < $deadline;
 is(finished_length(), $done_before + 1,

@@ -330,6 +330,14 @@ int llm_engine_submit_shared(llm_engine *e, llm_request *r,
 /* Cancels r; returns its completion tokens, which no longer change: the
  * engine keeps and counts no token after the cancel (exact abort billing). */
 int llm_engine_cancel(llm_engine *e, llm_request *r);
+/* Pauses (paused = 1) or resumes (0) r's generation, at any time, from the
+ * client's thread: from the engine's next step on, a paused request gets
+ * no tokens and costs no compute; it keeps its place and its KV blocks
+ * (unless the pool runs dry: paused requests are preempted first) and
+ * can still be cancelled.  Resumed, it goes on where it stopped, with the
+ * output it would have had without the pause.  For a client that cannot
+ * take output as fast as the engine makes it (backpressure). */
+void llm_engine_set_paused(llm_engine *e, llm_request *r, int paused);
 void llm_request_release(llm_request *r);
 
 /* Calls fn for every request with new output; call after notify(). */

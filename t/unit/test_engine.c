@@ -3,7 +3,7 @@
  * batch invariance of the backend, continuous batching giving the same
  * greedy tokens as one-at-a-time, chunked prefill, preemption under a tiny
  * KV pool, cancellation returning every block, stop rules, min_tokens,
- * timestamps and queue time, and request validation.
+ * timestamps and queue time, pausing, and request validation.
  *
  * Batch invariance: decode steps of fewer than 16 tokens (8 with AVX2)
  * always take the same arithmetic path, so a sequence's logits are bit-identical whatever
@@ -560,6 +560,113 @@ test_speculation(const char *what, int want_drafts, int want_rejects)
 }
 
 
+/* Drains until the request behind res has at least n tokens. */
+static void
+wait_tokens(llm_engine *e, waiter *w, const result *res, int n)
+{
+    while (res->n_ids < n) {
+        sem_wait(&w->sem);
+        llm_engine_drain(e, on_output, w);
+    }
+}
+
+
+/*
+ * Pausing.  Nothing here races a clock: output of steps before a pause
+ * may still be on its way, so a request submitted after the pause marks
+ * the time from which the paused one may get nothing more (the step that
+ * admits it sees the pause) -- and it has a one-token prompt, so that its
+ * steps stay in the bit-identical decode regime of the others.
+ */
+static void
+test_pause(void)
+{
+    static const int     lens[2] = { 20, 24 };
+    waiter               w;
+    llm_engine          *e;
+    llm_engine_stats     st;
+    llm_sampling_params  p;
+    llm_request         *r[3];
+    result               ref[2], res[5];
+    int32_t              prompt[24];
+    char                 err[LLM_ERR_LEN];
+    int                  i, paused_at, n_cancel;
+
+    run_batch(7, 2, lens, 60, 4, 2048, 0, ref, NULL);
+
+    e = engine(&w, 4, 2048, 0, 256);
+    llm_sampling_params_init(&p, llm_engine_model(e));
+    p.temperature = 0.0f;
+    p.ignore_eos = 1;
+    memset(res, 0, sizeof(res));
+    for (i = 0; i < 3; i++) {
+        p.max_tokens = i < 2 ? 60 : 20;
+        harness_prompt(7 + i, prompt, i < 2 ? lens[i] : 1);
+        r[i] = llm_request_create(e, prompt, i < 2 ? lens[i] : 1, &p, err);
+        llm_request_set_data(r[i], &res[i]);
+    }
+    llm_engine_submit(e, r[0]);
+    llm_engine_submit(e, r[1]);
+    wait_tokens(e, &w, &res[0], 3);
+    llm_engine_set_paused(e, r[0], 1);
+    llm_engine_submit(e, r[2]);         /* the marker */
+    wait_tokens(e, &w, &res[2], 1);
+    paused_at = res[0].n_ids;
+    harness_wait_all(e, &w, 2, on_output);
+    llm_engine_stats_get(e, &st);
+    tap_ok(res[2].n_ids == 20 && res[1].n_ids == 60
+           && res[0].n_ids == paused_at && !res[0].done,
+           "paused after %d tokens, a request gets none while the others "
+           "run to their ends", paused_at);
+    tap_ok(st.num_running == 1 && st.kv_cache_usage > 0,
+           "it still counts as running, and keeps its blocks");
+    llm_engine_set_paused(e, r[0], 0);
+    harness_wait_all(e, &w, 3, on_output);
+    tap_ok(same_tokens(ref, res, 2) && res[0].finish == LLM_FINISH_LENGTH
+           && res[0].n_ids == 60,
+           "resumed, it finishes with the greedy tokens of an unpaused run "
+           "(and so does the other)");
+
+    /* a paused request, running or waiting, can still be cancelled */
+    for (i = 0; i < 3; i++) {
+        llm_request_release(r[i]);
+        p.max_tokens = i < 2 ? 200 : 10;
+        harness_prompt(9, prompt, i < 2 ? 20 : 1);
+        r[i] = llm_request_create(e, prompt, i < 2 ? 20 : 1, &p, err);
+        llm_request_set_data(r[i], &res[2 + i]);
+    }
+    memset(&res[2], 0, sizeof(result) * 3);
+    llm_engine_submit(e, r[0]);         /* runs, then is paused */
+    wait_tokens(e, &w, &res[2], 2);
+    llm_engine_set_paused(e, r[0], 1);
+    llm_engine_set_paused(e, r[1], 1);
+    llm_engine_submit(e, r[1]);         /* paused before it ran */
+    llm_engine_submit(e, r[2]);         /* the marker, queued behind it */
+    wait_tokens(e, &w, &res[4], 1);
+    paused_at = res[2].n_ids;
+    harness_wait_all(e, &w, 4, on_output);
+    tap_ok(res[4].finish == LLM_FINISH_LENGTH && res[4].n_ids == 10
+           && res[2].n_ids == paused_at && res[3].n_ids == 0,
+           "a request queued behind a paused one runs to its end; the "
+           "paused one is passed over");
+    n_cancel = llm_engine_cancel(e, r[0]);
+    llm_engine_cancel(e, r[1]);
+    harness_wait_all(e, &w, 6, on_output);
+    llm_engine_stats_get(e, &st);
+    tap_ok(res[2].finish == LLM_FINISH_ABORT && res[2].n_ids == paused_at
+           && n_cancel == paused_at && res[3].finish == LLM_FINISH_ABORT
+           && res[3].n_ids == 0,
+           "paused requests are cancelled (%d and 0 tokens)", n_cancel);
+    tap_ok(st.kv_cache_usage == 0.0 && st.num_running == 0
+           && st.num_waiting == 0, "and their blocks are returned");
+    for (i = 0; i < 3; i++) {
+        llm_request_release(r[i]);
+    }
+    llm_engine_destroy(e);
+    sem_destroy(&w.sem);
+}
+
+
 /* n > 1: four greedy samples of one prompt, three sharing the first's
  * prompt blocks; the same tokens as alone, fewer tokens computed. */
 static void
@@ -680,6 +787,7 @@ main(void)
     test_stop_rules();
     test_prefix_cache();
     test_parallel_sampling();
+    test_pause();
     test_destroy_in_flight();
     test_speculation("untied", 0, 0);
     snprintf(model_dir, sizeof(model_dir), "%s/tied", tmpl);

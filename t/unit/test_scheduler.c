@@ -12,7 +12,9 @@
  * to the front of the queue, and its recompute; prefix-cache hits (the
  * last token always computed, salts kept apart, counters); the
  * prompt-logprob row allowance; parallel sampling's shared blocks; n-gram
- * drafts riding a decode; removing waiting requests.
+ * drafts riding a decode; removing waiting requests; paused requests
+ * (not scheduled, their blocks kept, the budget left to others, passed
+ * over in the queue, preempted first, not waited for by a follower).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -553,6 +555,104 @@ test_remove_waiting(void)
 }
 
 
+static void
+test_paused(void)
+{
+    fixture       f;
+    llm_request  *a, *b, *c, *d;
+
+    setup(&f, 16, 0, 8, 1000);
+    a = join(&f, request(20, 100));
+    b = join(&f, request(20, 200));
+    llm_sched_schedule(&f.s, &f.bb, 1.0);
+    run_step(&f);
+    a->paused = 1;
+    f.s.cfg.max_num_batched_tokens = 1;
+    llm_sched_schedule(&f.s, &f.bb, 2.0);
+    tap_ok(step_is(&f.s, 1, (llm_request *[]) { b }, (int []) { 1 }),
+           "a paused request is not scheduled: b, behind it, takes the "
+           "whole 1-token budget");
+    tap_ok(a->state == LLM_REQ_RUNNING && a->n_blocks == 2
+           && a->n_computed == 20 && a->n_tokens == 21
+           && a->stats.num_preemptions == 0,
+           "a keeps its seat, its blocks and its tokens");
+    run_step(&f);
+
+    f.s.cfg.max_num_batched_tokens = 1000;
+    c = join(&f, request(5, 300));
+    c->paused = 1;
+    d = join(&f, request(5, 400));
+    llm_sched_schedule(&f.s, &f.bb, 3.0);
+    tap_ok(step_is(&f.s, 2, (llm_request *[]) { b, d }, (int []) { 1, 5 })
+           && f.s.wait_head == c && c->n_blocks == 0
+           && c->stats.scheduled == 0,
+           "a paused waiting request is passed over: d is admitted, c "
+           "keeps its place");
+    run_step(&f);
+
+    a->paused = 0;
+    c->paused = 0;
+    llm_sched_schedule(&f.s, &f.bb, 4.0);
+    tap_ok(step_is(&f.s, 4, (llm_request *[]) { a, b, d, c },
+                   (int []) { 1, 1, 1, 5 }),
+           "resumed: a decodes where it stopped, c is admitted");
+    teardown(&f);
+
+    /* a (paused) and b hold 2 blocks each, d 1: the pool of 5 is full */
+    setup(&f, 5, 0, 8, 1000);
+    a = join(&f, request(32, 100));
+    b = join(&f, request(32, 200));
+    d = join(&f, request(10, 300));
+    llm_sched_schedule(&f.s, &f.bb, 1.0);
+    run_step(&f);
+    a->paused = 1;
+    llm_sched_schedule(&f.s, &f.bb, 2.0);
+    tap_ok(step_is(&f.s, 2, (llm_request *[]) { b, d }, (int []) { 1, 1 })
+           && b->n_blocks == 3,
+           "the pool runs dry: b's third block comes from a, paused, not "
+           "from d, the newest; d still decodes");
+    tap_ok(a->state == LLM_REQ_WAITING && f.s.wait_head == a
+           && a->n_blocks == 0 && a->stats.num_preemptions == 1
+           && d->stats.num_preemptions == 0,
+           "a is preempted to the front of the queue");
+    run_step(&f);
+    c = join(&f, request(10, 400));
+    llm_sched_schedule(&f.s, &f.bb, 3.0);
+    tap_ok(step_is(&f.s, 3, (llm_request *[]) { b, d, c },
+                   (int []) { 1, 1, 10 }) && f.s.wait_head == a,
+           "a, paused, is not admitted again; c, behind it, is");
+    teardown(&f);
+}
+
+
+static void
+test_paused_leader(void)
+{
+    fixture       f;
+    llm_request  *l, *r;
+
+    setup(&f, 16, 0, 8, 16);
+    l = join(&f, request(40, 100));
+    r = request(40, 100);
+    atomic_fetch_add(&l->refs, 1);      /* llm_engine_submit_shared() */
+    r->share_from = l;
+    join(&f, r);
+    llm_sched_schedule(&f.s, &f.bb, 1.0);
+    tap_ok(step_is(&f.s, 1, (llm_request *[]) { l }, (int []) { 16 })
+           && r->share_from == l,
+           "the follower waits while its leader prefills in chunks");
+    run_step(&f);
+    l->paused = 1;
+    llm_sched_schedule(&f.s, &f.bb, 2.0);
+    tap_ok(step_is(&f.s, 1, (llm_request *[]) { r }, (int []) { 16 })
+           && r->share_from == NULL && r->stats.cached_tokens == 0
+           && atomic_load(&l->refs) == 1,
+           "its leader paused, it no longer waits: it computes its prompt "
+           "itself");
+    teardown(&f);
+}
+
+
 int
 main(void)
 {
@@ -566,5 +666,7 @@ main(void)
     test_shared_prompt();
     test_drafts();
     test_remove_waiting();
+    test_paused();
+    test_paused_leader();
     return tap_done();
 }
