@@ -58,7 +58,7 @@ CUDA_CU_OBJS   = $(patsubst %.cu,$(BUILD)/%.o,$(wildcard cuda/*.cu))
 CUDA_LIBS      = -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublas -lcublasLt
 
 .PHONY: all lib cli module unit test run deps asan clean bench fuzz-jinja fuzz-tokenizer fuzz-http \
-	check-layers test-under-load \
+	check-layers test-build test-under-load \
 	template-bench cuda
 
 all: lib cli module
@@ -174,14 +174,18 @@ deps:
 	tools/install_deps.sh
 
 test: deps
+	$(MAKE) test-build
+	tools/run_tests.sh $(BUILD)
+
+# what the tests run: the layer check, every binary, the ASan builds
+test-build:
 	$(MAKE) check-layers
 	$(MAKE) all unit
 	$(MAKE) asan
-	tools/run_tests.sh $(BUILD)
 
 # the integration tests while busy loops hold every core (CI is busy too)
 test-under-load: deps
-	$(MAKE) all unit
+	$(MAKE) test-build
 	tools/test_under_load.sh $(BUILD)
 
 run: deps
