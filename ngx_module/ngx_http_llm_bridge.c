@@ -5,7 +5,8 @@
  *
  *   init_process   eventfd registered in the event loop, then a loader
  *                  thread calls llm_engine_create() so that the worker
- *                  answers (503 "loading") while a large model loads;
+ *                  serves while a large model loads (generations wait
+ *                  for it, /health answers 503 "loading");
  *   engine thread  calls cfg.notify -> writes the eventfd;
  *   event loop     eventfd readable -> llm_engine_drain() copies each
  *                  request's new output into its ctx and queues the ctx;
@@ -66,6 +67,7 @@ ngx_http_llm_engine_start(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf)
     ngx_http_llm_loader_t  *ld = &ngx_http_llm_loader;
 
     ngx_queue_init(&w->ready);
+    ngx_queue_init(&w->waiting);
     w->efd = -1;
     ngx_cpystrn((u_char *) w->error, (u_char *) "the model is loading",
                 sizeof(w->error));
@@ -221,6 +223,7 @@ ngx_http_llm_notify_handler(ngx_event_t *rev)
         && __atomic_load_n(&ngx_http_llm_loader.done, __ATOMIC_ACQUIRE))
     {
         ngx_http_llm_loaded(c->log);
+        ngx_http_llm_wake_waiting();
     }
 
     if (w->engine == NULL) {

@@ -15,6 +15,9 @@
  *   cleanup        runs however the request ends (client abort included)
  *                  and cancels the engine's work at once
  *
+ * A request that arrives while the worker still loads the model waits in
+ * the worker's waiting queue until the load ends (ngx_http_llm_wake_waiting).
+ *
  * A non-cancelable timer ("guard") is armed from the body's arrival to the
  * end: a worker that quits or reloads gracefully waits for timers, so every
  * stream in flight is finished before the worker exits.
@@ -30,6 +33,9 @@
 static void ngx_http_llm_body_handler(ngx_http_request_t *r);
 static void ngx_http_llm_ctx_init(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx, ngx_http_llm_job_t *job);
+static void ngx_http_llm_wait_for_model(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx);
+static void ngx_http_llm_wait_cleanup(void *data);
 static void ngx_http_llm_prepare(void *data, ngx_log_t *log);
 static u_char *ngx_http_llm_read_body(ngx_http_llm_job_t *job, size_t *len);
 static void ngx_http_llm_prepared(ngx_event_t *ev);
@@ -80,7 +86,7 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
         return route->answer(r, &id);
     }
 
-    if (ngx_http_llm_worker.engine == NULL) {
+    if (ngx_http_llm_worker.engine == NULL && !ngx_http_llm_worker.loading) {
         if (ngx_http_discard_request_body(r) != NGX_OK) {
             r->keepalive = 0;
         }
@@ -119,6 +125,16 @@ ngx_http_llm_body_handler(ngx_http_request_t *r)
 
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_module);
     ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
+
+    if (ngx_http_llm_worker.engine == NULL) {
+        if (ngx_http_llm_worker.loading) {
+            ngx_http_llm_wait_for_model(r, ctx);
+            return;
+        }
+
+        ngx_http_finalize_request(r, ngx_http_llm_engine_unavailable(r));
+        return;
+    }
 
     job = ngx_http_llm_job_create(r, ctx->route);
     if (job == NULL) {
@@ -193,8 +209,93 @@ ngx_http_llm_ctx_init(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx,
     ctx->log_stats = lmcf->log_stats;
     ctx->max_unsent = llcf->max_unsent;
 
-    /* Prometheus' TTFT and e2e latency start here: vLLM's arrival */
+    /* Prometheus' TTFT and e2e latency start here: vLLM's arrival
+     * (a request that waited for the model arrived before its wait) */
+    if (ctx->arrival == 0) {
+        ctx->arrival = llm_now();
+    }
+}
+
+
+/*
+ * A worker still loading the model (its first start, or a reload's new
+ * worker while the old ones drain): a generation waits for the load rather
+ * than fail, as a vLLM client waits for a server that is not up yet; the
+ * wait counts in its end-to-end latency.  /health and /v1/models answer
+ * 503 meanwhile, so that a readiness probe sees the truth.
+ */
+
+static void
+ngx_http_llm_wait_for_model(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
+{
+    ngx_http_cleanup_t  *cln;
+
+    cln = ngx_http_cleanup_add(r, 0);
+    if (cln == NULL) {
+        ngx_http_finalize_request(r, NGX_HTTP_INTERNAL_SERVER_ERROR);
+        return;
+    }
+
+    cln->handler = ngx_http_llm_wait_cleanup;
+    cln->data = ctx;
+
     ctx->arrival = llm_now();
+    ctx->waiting = 1;
+    ngx_queue_insert_tail(&ngx_http_llm_worker.waiting, &ctx->wait);
+
+    /* a graceful exit waits for the load and for this request */
+    ctx->guard.handler = ngx_http_llm_guard_handler;
+    ctx->guard.data = ctx;
+    ctx->guard.log = r->connection->log;
+    ngx_add_timer(&ctx->guard, NGX_HTTP_LLM_GUARD);
+
+    r->read_event_handler = ngx_http_test_reading;     /* client abort */
+    r->write_event_handler = ngx_http_request_empty_handler;
+}
+
+
+static void
+ngx_http_llm_wait_cleanup(void *data)
+{
+    ngx_http_llm_ctx_t  *ctx = data;
+
+    if (ctx->waiting) {
+        ngx_queue_remove(&ctx->wait);
+        ctx->waiting = 0;
+    }
+
+    if (ctx->guard.timer_set) {
+        ngx_del_timer(&ctx->guard);
+    }
+}
+
+
+/* the load ended (ngx_http_llm_bridge.c): every waiting request goes on */
+
+void
+ngx_http_llm_wake_waiting(void)
+{
+    ngx_queue_t         *q;
+    ngx_connection_t    *c;
+    ngx_http_request_t  *r;
+    ngx_http_llm_ctx_t  *ctx;
+
+    while (!ngx_queue_empty(&ngx_http_llm_worker.waiting)) {
+        q = ngx_queue_head(&ngx_http_llm_worker.waiting);
+        ngx_queue_remove(q);
+
+        ctx = ngx_queue_data(q, ngx_http_llm_ctx_t, wait);
+        ctx->waiting = 0;
+
+        r = ctx->request;
+        c = r->connection;
+        ngx_http_set_log_request(c->log, r);
+
+        /* the engine, or the reason why the load failed */
+        ngx_http_llm_body_handler(r);
+
+        ngx_http_run_posted_requests(c);
+    }
 }
 
 

@@ -284,6 +284,8 @@ struct ngx_http_llm_ctx_s {
     const ngx_http_llm_route_t *route;
     ngx_http_llm_job_t         *job;
     ngx_queue_t                 queue;         /* in the ready queue */
+    ngx_queue_t                 wait;          /* in the worker's waiting
+                                                  queue: the model loads */
 
     ngx_http_llm_seq_t         *seqs;          /* in choice order */
     ngx_uint_t                  n_seqs;
@@ -328,6 +330,7 @@ struct ngx_http_llm_ctx_s {
     unsigned                    prefix_caching:1;
     unsigned                    log_stats:1;
     unsigned                    queued:1;      /* in the ready queue */
+    unsigned                    waiting:1;     /* in the waiting queue */
     unsigned                    submitted:1;   /* the engine saw it */
     unsigned                    role_sent:1;
     unsigned                    item_started:1;   /* responses stream */
@@ -345,6 +348,8 @@ typedef struct {
     ngx_connection_t           *notify;        /* the eventfd */
     int                         efd;
     ngx_queue_t                 ready;
+    ngx_queue_t                 waiting;       /* requests for the model
+                                                  that still loads */
     int                         max_model_len;
     unsigned                    loading:1;
     char                        error[LLM_ERR_LEN];
@@ -367,6 +372,7 @@ void ngx_http_llm_engine_pause(ngx_http_llm_ctx_t *ctx, ngx_uint_t paused);
 
 /* ngx_http_llm_handler.c */
 ngx_int_t ngx_http_llm_api_handler(ngx_http_request_t *r);
+void ngx_http_llm_wake_waiting(void);
 
 /* ngx_http_llm_routes.c */
 const ngx_http_llm_route_t *ngx_http_llm_route_find(ngx_http_request_t *r,

@@ -106,16 +106,9 @@ $w->start;
 my %by;
 my $ok = 0;
 for (1 .. 60) {
-    # the other worker may still be loading the model (503)
-    my $deadline = Time::HiRes::time() + 60;
-    while (Time::HiRes::time() < $deadline) {
-        if ($w->post('/v1/completions',
-                     { prompt => 'Hi', max_tokens => 1 })->{status} == 200) {
-            $ok++;
-            last;
-        }
-        Time::HiRes::sleep(0.05);
-    }
+    # a worker still loading the model makes the request wait: no retry
+    $ok++ if $w->post('/v1/completions',
+                      { prompt => 'Hi', max_tokens => 1 })->{status} == 200;
 }
 is($ok, 60, '60 completions answered');
 # a line is logged after its response is sent: wait for all of them
