@@ -34,14 +34,14 @@ use Prometheus;
 
 # long streams: a stream that is paused cannot end by itself first; the
 # listening socket's small send buffer keeps the kernel's share small
-my $t = NginxLLM->new(listen => 'sndbuf=4k', http => 'llm_max_unsent_bytes 128k;',
-                      engine => <<'ENGINE', locations => <<'LOC');
+my %server = (http => 'llm_max_unsent_bytes 128k;', engine => <<'ENGINE');
     llm_served_model_name tiny;
     llm_threads 1;
     llm_max_model_len 4096;
     llm_kv_cache_size 16m;
     llm_thread_pool llm;
 ENGINE
+my $t = NginxLLM->new(%server, listen => 'sndbuf=4k', locations => <<'LOC');
         location /v1/ { llm_api; }
         location /slow/v1/ { llm_api; send_timeout 2s; }
         location = /health { llm_health; }
@@ -240,15 +240,7 @@ $t->done;
 
 # --- (e) HTTP/2: a stream whose client stops reading is paused too ---
 
-my $h2 = NginxLLM->new(listen => 'http2',
-                       http => 'llm_max_unsent_bytes 128k;',
-                       engine => <<'ENGINE', locations => <<'LOC');
-    llm_served_model_name tiny;
-    llm_threads 1;
-    llm_max_model_len 4096;
-    llm_kv_cache_size 16m;
-    llm_thread_pool llm;
-ENGINE
+my $h2 = NginxLLM->new(%server, listen => 'http2', locations => <<'LOC');
         location /v1/ { llm_api; }
         location = /metrics { llm_prometheus; }
 LOC
