@@ -300,7 +300,7 @@ ngx_http_llm_store_put(ngx_str_t *id, const u_char *owner,
     size_t response_len)
 {
     u_char                 *p;
-    size_t                  len;
+    size_t                  len, size;
     ngx_http_llm_store_t   *st = ngx_http_llm_store;
     ngx_http_llm_stored_t  *e;
 
@@ -321,10 +321,10 @@ ngx_http_llm_store_put(ngx_str_t *id, const u_char *owner,
 
     /* and within the slab, should its free pages be in pieces */
 
+    size = offsetof(ngx_http_llm_stored_t, data) + id->len + len;
+
     for ( ;; ) {
-        e = ngx_slab_alloc_locked(st->shpool, offsetof(ngx_http_llm_stored_t,
-                                                       data)
-                                              + id->len + len);
+        e = ngx_slab_alloc_locked(st->shpool, size);
         if (e) {
             break;
         }

@@ -141,6 +141,7 @@ my $sr = $sc->{http}->request('POST', $t->url($resp), {
     data_callback => sub { $raw .= $_[0] } });
 my ($sid) = $raw =~ /"id":"(resp_[0-9a-f]{32})"/;
 ok($raw =~ /response\.completed/ && defined $sid, 'a streamed continuation');
+undef $sc;
 my $r = elsewhere($t, [ $sr->{headers}{'x-worker'} ], 'POST', $resp,
                   { %greedy, input => 'Five',
                     previous_response_id => $sid });
