@@ -294,7 +294,8 @@ $t->done;
 
 # --- the bounds, for all the workers together ---
 
-my $b = NginxLLM->new(%common, http => 'llm_responses_store 3 8000;');
+my $b = NginxLLM->new(%common,
+                      http => "$owners    llm_responses_store 3 8000;");
 $b->start;
 
 my @made;
@@ -336,6 +337,16 @@ for my $n (1 .. 3) {
 is_deeply([ map { elsewhere($b, [], 'GET', "$resp/$_->{json}{id}")->{status} }
                 $big, @small ],
           [ 404, 200, 200, 200 ], 'entries: three workers, three entries');
+
+# churn: entries of many sizes from every worker; the slab always has room
+my @churn = map { $b->post($resp, { input => "c$_", max_output_tokens => 1,
+                                    user => 'x' x (($_ * 733) % 3000) })
+                } 1 .. 40;
+is(scalar(grep { $_->{status} == 200 } @churn), 40, 'churn: all answered');
+my @kept = grep { $b->get("$resp/$_->{json}{id}")->{status} == 200 } @churn;
+ok(@kept >= 1 && @kept <= 3 && $kept[-1] == $churn[-1],
+   'churn: the newest kept, within the bounds (' . scalar(@kept) . ')');
+unlike($b->error_log, qr/out of memory storing/, 'churn: never out of memory');
 
 $b->done;
 
