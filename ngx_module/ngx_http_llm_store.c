@@ -176,6 +176,7 @@ ngx_http_llm_store_init_zone(ngx_shm_zone_t *zone, void *data)
 {
     ngx_http_llm_store_t  *ost = data;
 
+    size_t                 len;
     ngx_slab_pool_t       *shpool;
     ngx_http_llm_store_t  *st;
 
@@ -212,6 +213,15 @@ ngx_http_llm_store_init_zone(ngx_shm_zone_t *zone, void *data)
     ngx_queue_init(&st->sh->queue);
     st->sh->entries = 0;
     st->sh->bytes = 0;
+
+    len = sizeof(" in zone \"\"") + zone->shm.name.len;
+
+    shpool->log_ctx = ngx_slab_alloc(shpool, len);
+    if (shpool->log_ctx == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_sprintf(shpool->log_ctx, " in zone \"%V\"%Z", &zone->shm.name);
 
     /* an allocation that fails makes room instead: no log line, which
      * would be a write with the lock held */
