@@ -2,7 +2,9 @@
 -- prompt, every response checked: status 200, an SSE body whose last
 -- event is "data: [DONE]", a usage chunk, no error event.  Prints one JSON
 -- line at the end (t/api_load_wrk.t reads it).
--- usage: wrk -t2 -c200 -d20s -s t/nginx/wrk_stream.lua URL [MAX_TOKENS]
+-- With TARGET, a thread stops once it has TARGET good streams: the run
+-- then ends by its count, not by its clock (-d is only the bound).
+-- usage: wrk -t2 -c200 -d20s -s t/nginx/wrk_stream.lua URL [MAX_TOKENS [TARGET]]
 
 local threads = {}
 local counter = 0
@@ -15,6 +17,7 @@ end
 
 function init(args)
     max_tokens = tonumber(args[1] or "16")
+    target = tonumber(args[2] or "0")
     n = 0
     good = 0
     bad = 0
@@ -37,6 +40,9 @@ function response(status, headers, body)
        and not body:find('"error":', 1, true)
     then
         good = good + 1
+        if target > 0 and good >= target then
+            wrk.thread:stop()
+        end
     else
         bad = bad + 1
         last_bad = status .. " " .. body:sub(-200)
