@@ -16,6 +16,8 @@ use FindBin;
 use lib "$FindBin::Bin/nginx";
 
 use Test::More;
+use File::Temp ();
+use POSIX qw(WNOHANG);
 use Time::HiRes qw(sleep time);
 use NginxLLM;
 use Prometheus;
@@ -46,16 +48,34 @@ sub rss_kb {
     return 0;
 }
 
-# wrk for at most $seconds, each of its 2 threads until $target good streams
+# wrk for at most $seconds, or until each of its 2 threads has $target good
+# streams (each leaves a file in $dir; then wrk is interrupted and reports)
 sub wrk {
     my ($seconds, $target) = @_;
-    my $cmd = join ' ', '/usr/bin/wrk', '-t2', "-c$CLIENTS", "-d${seconds}s",
-        '--timeout', "${seconds}s", '-s', "$FindBin::Bin/nginx/wrk_stream.lua",
-        $t->url('/v1/chat/completions'), '--', '16', $target // 0, '2>&1';
-    my $out = `$cmd`;
-    my ($line) = $out =~ /^(\{"requests".*\})$/m;
+    my $dir = File::Temp::tempdir(DIR => $t->dir);
+    my $out = "$dir/wrk.out";
+    my @cmd = ('/usr/bin/wrk', '-t2', "-c$CLIENTS", "-d${seconds}s",
+               '--timeout', "${seconds}s", '-s',
+               "$FindBin::Bin/nginx/wrk_stream.lua",
+               $t->url('/v1/chat/completions'), '--', '16', $target, $dir);
+    my $pid = fork // die "fork: $!";
+    if (!$pid) {
+        open STDOUT, '>', $out or die;
+        open STDERR, '>&', \*STDOUT;
+        exec @cmd or die "exec: $!";
+    }
+    until (waitpid($pid, WNOHANG)) {
+        if (-e "$dir/thread-0" && -e "$dir/thread-1") {
+            kill 'INT', $pid;
+            waitpid($pid, 0);
+            last;
+        }
+        sleep 0.2;
+    }
+    my $text = NginxLLM::slurp($out);
+    my ($line) = $text =~ /^(\{"requests".*\})$/m;
     my $res = NginxLLM::decode_json_safe($line // '');
-    diag($out) unless $res;
+    diag($text) unless $res;
     return $res // {};
 }
 

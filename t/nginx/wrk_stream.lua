@@ -2,9 +2,11 @@
 -- prompt, every response checked: status 200, an SSE body whose last
 -- event is "data: [DONE]", a usage chunk, no error event.  Prints one JSON
 -- line at the end (t/api_load_wrk.t reads it).
--- With TARGET, a thread stops once it has TARGET good streams: the run
--- then ends by its count, not by its clock (-d is only the bound).
--- usage: wrk -t2 -c200 -d20s -s t/nginx/wrk_stream.lua URL [MAX_TOKENS [TARGET]]
+-- With TARGET and DIR, a thread stops once it has TARGET good streams and
+-- says so with a file DIR/thread-ID; the caller interrupts wrk (SIGINT)
+-- when every thread did, so the run ends by its count, not by its clock
+-- (-d is only the bound).
+-- usage: wrk -t2 -c200 -d20s -s t/nginx/wrk_stream.lua URL [MAX_TOKENS [TARGET DIR]]
 
 local threads = {}
 local counter = 0
@@ -18,6 +20,7 @@ end
 function init(args)
     max_tokens = tonumber(args[1] or "16")
     target = tonumber(args[2] or "0")
+    done_dir = args[3]
     n = 0
     good = 0
     bad = 0
@@ -40,7 +43,9 @@ function response(status, headers, body)
        and not body:find('"error":', 1, true)
     then
         good = good + 1
-        if target > 0 and good >= target then
+        if target > 0 and good == target then
+            local f = io.open(done_dir .. "/thread-" .. id, "w")
+            f:close()
             wrk.thread:stop()
         end
     else
