@@ -472,6 +472,17 @@ llm_engine_cancel(llm_engine *e, llm_request *r)
 }
 
 
+int
+llm_engine_cancel_billed(llm_engine *e, llm_request *r, int n_billed)
+{
+    int  n;
+
+    atomic_store(&r->bill_limit, n_billed < 0 ? 0 : n_billed);
+    n = llm_engine_cancel(e, r);
+    return n < n_billed ? n : n_billed;
+}
+
+
 void
 llm_engine_set_paused(llm_engine *e, llm_request *r, int paused)
 {

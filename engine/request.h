@@ -43,6 +43,7 @@ struct llm_request {
      * the count a cancel returns is final */
     atomic_uint         gate;
     atomic_int          client_gone;
+    atomic_int          bill_limit;     /* llm_engine_cancel_billed(): -1 none */
     atomic_int          pause;          /* llm_engine_set_paused() */
     void               *data;           /* the client's */
     int                 submitted;      /* client thread */

@@ -145,6 +145,29 @@ llm_engine_json_advance(llm_engine *e, llm_request *r, int32_t id)
 }
 
 
+/* A cancel billed at fewer tokens than the engine made
+ * (llm_engine_cancel_billed()): the others were never delivered, so they
+ * are neither the request's nor the counters'. */
+static void
+llm_engine_unbill(llm_engine *e, llm_request *r)
+{
+    int  limit = atomic_load(&r->bill_limit);
+    int  extra;
+
+    if (limit < 0 || limit >= r->stats.completion_tokens) {
+        return;
+    }
+    extra = r->stats.completion_tokens - limit;
+    e->counters.generation_tokens_total -= (uint64_t) extra;
+    r->stats.completion_tokens = limit;
+    if (limit == 0 && r->stats.first_token != 0) {
+        e->counters.prompt_tokens_total -= (uint64_t) r->n_prompt;
+        r->stats.first_token = 0;
+        r->stats.last_token = 0;
+    }
+}
+
+
 /* Applies a sampled token: text, stop rules, timestamps and counters; not
  * a token of a cancelled request, which finishes instead. */
 static void
@@ -240,6 +263,9 @@ llm_engine_finish(llm_engine *e, llm_request *r, llm_finish_reason why,
             piece = llm_detok_flush(r->detok, &len);
             llm_req_out_add_text(&r->stage, piece, len);
         }
+    }
+    if (why == LLM_FINISH_ABORT) {
+        llm_engine_unbill(e, r);
     }
     r->finish = why;
     r->stats.finished = now;
