@@ -36,6 +36,8 @@ struct llm_sconn {
     int          dead;
 };
 
+static void llm_server_stats(llm_server *s);
+
 struct llm_server {
     llm_engine  *e;
     int          efd;           /* the engine's notify */
@@ -120,7 +122,8 @@ llm_server_attach(llm_server *s, llm_engine *e, int listen_fd)
     if (listen_fd >= 0) {
         fcntl(listen_fd, F_SETFL, fcntl(listen_fd, F_GETFL) | O_NONBLOCK);
     }
-    s->stats_at = llm_now();
+    /* the stats first: a client that got the hello finds them */
+    llm_server_stats(s);
     for (i = 0; i < s->n_conns; i++) {
         llm_server_hello(s, s->conns[i]);
     }
