@@ -151,16 +151,34 @@ llm_engine_json_advance(llm_engine *e, llm_request *r, int32_t id)
 static void
 llm_engine_unbill(llm_engine *e, llm_request *r)
 {
-    int  limit = atomic_load(&r->bill_limit);
-    int  extra;
+    int     limit = atomic_load(&r->bill_limit);
+    int     n = r->stats.completion_tokens, j;
+    double  t, prev;
 
-    if (limit < 0 || limit >= r->stats.completion_tokens) {
+    if (limit < 0 || limit >= n) {
         return;
     }
-    extra = r->stats.completion_tokens - limit;
-    e->counters.generation_tokens_total -= (uint64_t) extra;
+    e->counters.generation_tokens_total -= (uint64_t) (n - limit);
+    if (n - limit < LLM_TOK_RING) {
+        /* the latency observations of the tokens taken back, as
+         * llm_engine_accept_token() made them */
+        for (j = n; j > limit; j--) {
+            t = r->tok_time[j % LLM_TOK_RING];
+            if (j == 1) {
+                llm_hist_unobserve(&e->counters.hist[LLM_H_TTFT],
+                                   t - r->stats.arrival);
+                continue;
+            }
+            prev = r->tok_time[(j - 1) % LLM_TOK_RING];
+            if (t > prev) {
+                llm_hist_unobserve(&e->counters.hist[LLM_H_ITL], t - prev);
+            }
+        }
+        r->stats.last_token = limit > 0 ? r->tok_time[limit % LLM_TOK_RING]
+                                        : 0;
+    }
     r->stats.completion_tokens = limit;
-    if (limit == 0 && r->stats.first_token != 0) {
+    if (limit == 0) {
         e->counters.prompt_tokens_total -= (uint64_t) r->n_prompt;
         r->stats.first_token = 0;
         r->stats.last_token = 0;
@@ -200,6 +218,7 @@ llm_engine_accept_token(llm_engine *e, llm_request *r, int32_t id,
                          now - r->stats.last_token);
     }
     r->stats.last_token = now;
+    r->tok_time[n_out % LLM_TOK_RING] = now;
     e->counters.generation_tokens_total++;
     llm_req_out_add_id(&r->stage, id, lp);
     llm_mark_changed(e, r);

@@ -241,7 +241,8 @@ ngx_http_llm_connect(ngx_http_llm_worker_t *w)
     struct sockaddr_un      sa;
     ngx_http_llm_engine_where_t  *where;
 
-    if (w->client || ngx_exiting || ngx_terminate || ngx_quit) {
+    /* also while exiting: the requests it accepted still wait for it */
+    if (w->client || ngx_terminate) {
         return;
     }
 
@@ -339,7 +340,7 @@ ngx_http_llm_connect(ngx_http_llm_worker_t *w)
 static void
 ngx_http_llm_retry(ngx_http_llm_worker_t *w, ngx_msec_t delay)
 {
-    if (ngx_exiting || ngx_terminate || ngx_quit) {
+    if (ngx_terminate) {
         return;
     }
 
