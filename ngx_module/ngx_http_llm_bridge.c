@@ -88,6 +88,7 @@ ngx_http_llm_engine_start(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf)
     w->efd = -1;
     w->lmcf = lmcf;
     w->cycle = cycle;
+    w->start = llm_now();
     w->retry.handler = ngx_http_llm_retry_handler;
     w->retry.data = w;
     w->retry.log = cycle->log;
@@ -384,11 +385,19 @@ ngx_http_llm_client_read_handler(ngx_event_t *rev)
                           w->where.pid, llm_client_device(w->client),
                           w->max_model_len);
 
-        } else {
+        } else if (w->where.started < w->start) {
+            /* a reload's new worker (or one nginx restarted) */
             ngx_log_error(NGX_LOG_NOTICE, c->log, 0,
                           "llm: worker %P uses the running engine process "
                           "%P (kept: same settings, no model load): %s, "
                           "max_model_len %d", ngx_pid, w->where.pid,
+                          llm_client_device(w->client), w->max_model_len);
+
+        } else {
+            ngx_log_error(NGX_LOG_NOTICE, c->log, 0,
+                          "llm: worker %P uses the engine process %P "
+                          "another worker started: %s, max_model_len %d",
+                          ngx_pid, w->where.pid,
                           llm_client_device(w->client), w->max_model_len);
         }
 

@@ -205,6 +205,7 @@ ngx_http_llm_engine_find(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf,
         } else {
             where->generation = sh->generation;
             where->spawned = 0;
+            where->started = sh->spawned;
             where->pid = sh->pid;
             where->sock_len = sh->sock_len;
             ngx_memcpy(where->sock, sh->sock, sh->sock_len);
@@ -235,6 +236,7 @@ ngx_http_llm_engine_find(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf,
         where->generation = sh->generation;
         where->pid = sh->pid;
         where->spawned = 1;
+        where->started = sh->spawned;
         where->sock_len = sh->sock_len;
         ngx_memcpy(where->sock, sh->sock, sh->sock_len);
 

@@ -351,6 +351,7 @@ typedef struct {
     ngx_uint_t                  generation;
     ngx_pid_t                   pid;
     ngx_uint_t                  spawned;       /* by this worker */
+    double                      started;       /* its spawn, llm_now() */
     u_char                      sock[64];
     size_t                      sock_len;
 } ngx_http_llm_engine_where_t;
@@ -377,6 +378,7 @@ typedef struct {
     ngx_http_llm_main_conf_t   *lmcf;
     ngx_cycle_t                *cycle;
     int                         max_model_len;
+    double                      start;         /* this worker's, llm_now() */
     unsigned                    loading:1;     /* requests wait */
     unsigned                    ready:1;
     unsigned                    kept:1;        /* logged once */
