@@ -56,7 +56,9 @@ llm_engine_take_submissions(llm_engine *e, llm_request **taken, int n,
     int  i;
 
     for (i = 0; i < n; i++) {
-        taken[i]->stats.queued = now;
+        taken[i]->stats.queued = taken[i]->queued_since > 0
+                                 && taken[i]->queued_since < now
+                                 ? taken[i]->queued_since : now;
         if (atomic_load(&taken[i]->cancelled)) {
             llm_engine_finish(e, taken[i], LLM_FINISH_ABORT, now);
         } else {

@@ -204,6 +204,13 @@ llm_request_set_arrival(llm_request *r, double t)
 
 
 void
+llm_request_set_queued(llm_request *r, double t)
+{
+    r->queued_since = t;
+}
+
+
+void
 llm_request_release(llm_request *r)
 {
     if (r == NULL) {

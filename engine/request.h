@@ -46,6 +46,7 @@ struct llm_request {
     atomic_uint         gate;
     atomic_int          client_gone;
     atomic_int          bill_limit;     /* llm_engine_cancel_billed(): -1 none */
+    double              queued_since;   /* llm_request_set_queued(), or 0 */
     atomic_int          pause;          /* llm_engine_set_paused() */
     void               *data;           /* the client's */
     int                 submitted;      /* client thread */

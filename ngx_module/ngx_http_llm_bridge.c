@@ -697,7 +697,7 @@ ngx_http_llm_engine_submit(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 
         seq->handle = llm_client_submit(w->client, seq->prompt->ids,
                                         seq->prompt->n, &sps[i],
-                                        ctx->arrival,
+                                        ctx->arrival, ctx->waited,
                                         seq->leader ? 0 : ctx->seqs[k].handle,
                                         seq);
     }

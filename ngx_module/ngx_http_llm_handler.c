@@ -240,6 +240,7 @@ ngx_http_llm_wait_for_model(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
     cln->data = ctx;
 
     ctx->arrival = llm_now();
+    ctx->waited = ctx->arrival;        /* its queue time starts here */
     ctx->waiting = 1;
     ngx_queue_insert_tail(&ngx_http_llm_worker.waiting, &ctx->wait);
 

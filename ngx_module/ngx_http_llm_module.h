@@ -299,6 +299,8 @@ struct ngx_http_llm_ctx_s {
     ngx_str_t                   model;         /* served model name */
     time_t                      created;
     double                      arrival;       /* llm_now(): body read */
+    double                      waited;        /* since when it waited for
+                                                  the engine, or 0 */
 
     /*
      * The whole request: with one sequence its record; with several the

@@ -320,6 +320,10 @@ void llm_request_set_data(llm_request *r, void *data);
  * TTFT and end-to-end latency; default: llm_request_create() time. */
 void llm_request_set_arrival(llm_request *r, double t);
 void *llm_request_data(const llm_request *r);
+/* The request has waited since t (llm_now() clock) for an engine to take
+ * it (a client held it while the engine started): its queue time counts
+ * from t.  0, the default: from when the engine takes it. */
+void llm_request_set_queued(llm_request *r, double t);
 int llm_engine_submit(llm_engine *e, llm_request *r);
 /* Parallel sampling (n > 1): submits r, whose prompt equals leader's, so
  * that it starts from the leader's computed prompt blocks instead of
@@ -470,10 +474,12 @@ const char *llm_client_device(const llm_client *c);
 const char *llm_client_device_reason(const llm_client *c);
 /* Queues a request (validated by the caller: llm_request_validate());
  * leader: the handle of the first sample of the same prompt (n > 1), or
- * 0.  Returns its handle (never 0); its outputs come with req_data. */
+ * 0; arrival and queued: llm_request_set_arrival() and
+ * llm_request_set_queued().  Returns its handle (never 0); its outputs
+ * come with req_data. */
 uint64_t llm_client_submit(llm_client *c, const int32_t *prompt,
     int n_prompt, const llm_sampling_params *p, double arrival,
-    uint64_t leader, void *req_data);
+    double queued, uint64_t leader, void *req_data);
 /* Cancels h, billed n_billed tokens (what arrived); no output comes for
  * it after this call. */
 void llm_client_cancel(llm_client *c, uint64_t h, int n_billed);

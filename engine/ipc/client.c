@@ -92,8 +92,8 @@ llm_client_device_reason(const llm_client *c)
 
 uint64_t
 llm_client_submit(llm_client *c, const int32_t *prompt, int n_prompt,
-    const llm_sampling_params *p, double arrival, uint64_t leader,
-    void *req_data)
+    const llm_sampling_params *p, double arrival, double queued,
+    uint64_t leader, void *req_data)
 {
     size_t    f;
     uint64_t  h = ++c->next;
@@ -102,6 +102,7 @@ llm_client_submit(llm_client *c, const int32_t *prompt, int n_prompt,
     llm_wbuf_u64(&c->out, h);
     llm_wbuf_u64(&c->out, leader);
     llm_wbuf_f64(&c->out, arrival);
+    llm_wbuf_f64(&c->out, queued);
     llm_wbuf_array(&c->out, f, prompt, (uint32_t) n_prompt, sizeof(int32_t));
     llm_wire_put_params(&c->out, f, p);
     llm_wbuf_end(&c->out, f);

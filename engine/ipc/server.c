@@ -265,7 +265,7 @@ llm_server_submit(llm_server *s, llm_sconn *c, llm_wread *r)
 {
     char                  err[LLM_ERR_LEN];
     uint64_t              handle, leader;
-    double                arrival;
+    double                arrival, queued;
     const int32_t        *prompt;
     uint32_t              n;
     const char          **strs;
@@ -277,6 +277,7 @@ llm_server_submit(llm_server *s, llm_sconn *c, llm_wread *r)
     handle = llm_wread_u64(r);
     leader = llm_wread_u64(r);
     arrival = llm_wread_f64(r);
+    queued = llm_wread_f64(r);
     prompt = llm_wread_array(r, &n, sizeof(int32_t));
     if (r->bad || handle == 0 || llm_wire_get_params(r, &p, &strs) != 0) {
         free(strs);
@@ -299,6 +300,7 @@ llm_server_submit(llm_server *s, llm_sconn *c, llm_wread *r)
     q->c = c;
     llm_request_set_data(lr, q);
     llm_request_set_arrival(lr, arrival);
+    llm_request_set_queued(lr, queued);
     llm_htab_put(&c->reqs, handle, q);
     s->n_reqs++;
 

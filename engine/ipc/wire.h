@@ -21,6 +21,7 @@ enum {
     LLM_MSG_HELLO = 1,      /* server: u32 version, i32 max_model_len,
                                str device, str device_reason */
     LLM_MSG_SUBMIT,         /* client: u64 handle, u64 leader, f64 arrival,
+                               f64 queued,
                                the prompt, the sampling parameters */
     LLM_MSG_CANCEL,         /* client: u64 handle, i32 billed */
     LLM_MSG_PAUSE,          /* client: u64 handle, i32 paused */

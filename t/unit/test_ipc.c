@@ -382,15 +382,15 @@ main(void)
     /* the same requests through the wire, all at once */
     for (i = 0; i < N_REQ; i++) {
         params_of(i, m, &p);
-        (void) llm_client_submit(c, prompt[i], 8 + i, &p, llm_now(), 0,
+        (void) llm_client_submit(c, prompt[i], 8 + i, &p, llm_now(), 0, 0,
                                  &wire[i]);
     }
     params_of(0, m, &p);
     p.n = 2;
     p.seq_index = 0;
-    lead = llm_client_submit(c, prompt[0], 8, &p, llm_now(), 0, &wire[N_REQ]);
+    lead = llm_client_submit(c, prompt[0], 8, &p, llm_now(), 0, 0, &wire[N_REQ]);
     p.seq_index = 1;
-    (void) llm_client_submit(c, prompt[0], 8, &p, llm_now(), lead,
+    (void) llm_client_submit(c, prompt[0], 8, &p, llm_now(), 0, lead,
                                      &wire[N_REQ + 1]);
     for (i = 0; i < 1000 && n_done < N_REQ + 2; i++) {
         client_turn(c, 20, &n_done);
@@ -430,7 +430,7 @@ main(void)
     p.max_tokens = 200;
     memset(&res, 0, sizeof(res));
     n_done = 0;
-    hc = llm_client_submit(c, prompt[0], 8, &p, llm_now(), 0, &res);
+    hc = llm_client_submit(c, prompt[0], 8, &p, llm_now(), 0, 0, &res);
     for (i = 0; i < 500 && res.n_ids < 3; i++) {
         client_turn(c, 20, &n_done);
     }
@@ -453,7 +453,7 @@ main(void)
     params_of(3, m, &p);
     memset(&res, 0, sizeof(res));
     n_done = 0;
-    hc = llm_client_submit(c, prompt[3], 11, &p, llm_now(), 0, &res);
+    hc = llm_client_submit(c, prompt[3], 11, &p, llm_now(), 0, 0, &res);
     for (i = 0; i < 500 && res.n_ids < 2; i++) {
         client_turn(c, 20, &n_done);
     }
@@ -485,8 +485,8 @@ main(void)
     for (i = 0; i < 500 && !llm_client_ready(c2); i++) {
         client_turn(c2, 20, &n_done);
     }
-    llm_client_submit(c2, prompt[0], 8, &p, llm_now(), 0, &res2);
-    llm_client_submit(c2, prompt[1], 9, &p, llm_now(), 0, &res);
+    llm_client_submit(c2, prompt[0], 8, &p, llm_now(), 0, 0, &res2);
+    llm_client_submit(c2, prompt[1], 9, &p, llm_now(), 0, 0, &res);
     for (i = 0; i < 500 && res2.n_ids < 2; i++) {
         client_turn(c2, 20, &n_done);
     }
@@ -508,7 +508,7 @@ main(void)
     /* the other clients go on */
     memset(&res, 0, sizeof(res));
     params_of(2, m, &p);
-    llm_client_submit(c, prompt[2], 10, &p, llm_now(), 0, &res);
+    llm_client_submit(c, prompt[2], 10, &p, llm_now(), 0, 0, &res);
     for (i = 0; i < 1000 && !res.done; i++) {
         client_turn(c, 20, &n_done);
     }
@@ -519,7 +519,7 @@ main(void)
     /* the server dies: the client sees it */
     memset(&res, 0, sizeof(res));
     p.max_tokens = 200;
-    llm_client_submit(c, prompt[2], 10, &p, llm_now(), 0, &res);
+    llm_client_submit(c, prompt[2], 10, &p, llm_now(), 0, 0, &res);
     for (i = 0; i < 200 && res.n_ids < 1; i++) {
         client_turn(c, 20, &n_done);
     }
