@@ -17,7 +17,12 @@ async function one(i) {
     try {
         const res = await fetch(url, {
             method: 'POST',
-            headers: { 'Content-Type': 'application/json' },
+            // a connection per stream: a keep-alive connection that an old
+            // worker closes on a reload just as the next request goes out
+            // fails that request whatever the engine does (nginx's
+            // graceful shutdown closes idle connections)
+            headers: { 'Content-Type': 'application/json',
+                       'Connection': 'close' },
             body: JSON.stringify({
                 messages: [{ role: 'user', content: `${prompt} ${offset + i}` }],
                 max_tokens: Number(maxTokens), stream: true,
