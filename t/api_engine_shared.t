@@ -216,21 +216,24 @@ ok(time - $t0 < 2, 'within 2 s');
 my $hits0 = metrics()->value('vllm:prefix_cache_hits_total') // 0;
 my $stop = "$dir/stop-streams";
 $ENV{STOP_FILE} = $stop;
-$h = bg_streams(8, 40, 'The same long system prompt for every stream, '
-                       . 'so that the prefix cache has something to hit:', 600);
+$h = bg_streams($N, 40, 'The same long system prompt for every stream, '
+                        . 'so that the prefix cache has something to hit:', 600);
 my $reloads = 0;
-for (1 .. 10) {
+my $t_reloads = time;
+for (1 .. 30) {
     $t->reload;
     $reloads++;
     # the next once the new workers serve
     $t->wait_ready;
-    sleep 0.2;
+    sleep 0.1;
 }
 open my $sf, '>', $stop or die;
 close $sf;
 $res = bg_done($h);
 delete $ENV{STOP_FILE};
-ok(($res->{ok} // 0) > 0, "streams across $reloads reloads: $res->{ok} ok");
+ok(($res->{ok} // 0) > 0,
+   sprintf("$N clients streaming across $reloads reloads in %.1f s: %d ok",
+           time - $t_reloads, $res->{ok} // 0));
 is($res->{failed}, 0, 'none failed')
     or diag(join "\n", @{ $res->{failures} // [] }[0 .. 4]);
 is(loads($t), 1, 'still one model load: the engine was kept');
