@@ -40,6 +40,8 @@ static void ngx_http_llm_prepare(void *data, ngx_log_t *log);
 static u_char *ngx_http_llm_read_body(ngx_http_llm_job_t *job, size_t *len);
 static void ngx_http_llm_prepared(ngx_event_t *ev);
 static void ngx_http_llm_start(ngx_http_request_t *r);
+static void ngx_http_llm_guard_start(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx);
 static void ngx_http_llm_guard_handler(ngx_event_t *ev);
 static void ngx_http_llm_cleanup(void *data);
 
@@ -153,10 +155,7 @@ ngx_http_llm_body_handler(ngx_http_request_t *r)
     cln->handler = ngx_http_llm_cleanup;
     cln->data = ctx;
 
-    ctx->guard.handler = ngx_http_llm_guard_handler;
-    ctx->guard.data = ctx;
-    ctx->guard.log = r->connection->log;
-    ngx_add_timer(&ctx->guard, NGX_HTTP_LLM_GUARD);
+    ngx_http_llm_guard_start(r, ctx);
 
     task = ngx_thread_task_alloc(r->pool, sizeof(ngx_http_llm_job_t *));
     if (task == NULL) {
@@ -245,10 +244,7 @@ ngx_http_llm_wait_for_model(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
     ngx_queue_insert_tail(&ngx_http_llm_worker.waiting, &ctx->wait);
 
     /* a graceful exit waits for the load and for this request */
-    ctx->guard.handler = ngx_http_llm_guard_handler;
-    ctx->guard.data = ctx;
-    ctx->guard.log = r->connection->log;
-    ngx_add_timer(&ctx->guard, NGX_HTTP_LLM_GUARD);
+    ngx_http_llm_guard_start(r, ctx);
 
     r->read_event_handler = ngx_http_test_reading;     /* client abort */
     r->write_event_handler = ngx_http_request_empty_handler;
@@ -447,6 +443,16 @@ ngx_http_llm_start(ngx_http_request_t *r)
     if (rc != NGX_DONE) {
         ngx_http_finalize_request(r, rc);
     }
+}
+
+
+static void
+ngx_http_llm_guard_start(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
+{
+    ctx->guard.handler = ngx_http_llm_guard_handler;
+    ctx->guard.data = ctx;
+    ctx->guard.log = r->connection->log;
+    ngx_add_timer(&ctx->guard, NGX_HTTP_LLM_GUARD);
 }
 
 

@@ -442,6 +442,13 @@ ngx_http_llm_postconfiguration(ngx_conf_t *cf)
         return NGX_ERROR;
     }
 
+    if (ngx_http_llm_store_add_zone(cf, lmcf->store_entries,
+                                    lmcf->store_size)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
     return ngx_http_llm_inflight_add_zone(cf);
 }
 
@@ -623,7 +630,7 @@ ngx_http_llm_speculative(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
-/* llm_responses_store 1024 64m: the bounds of each worker's store */
+/* llm_responses_store 1024 64m: the bounds of the store (its zone) */
 
 static char *
 ngx_http_llm_responses_store(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
@@ -729,7 +736,7 @@ ngx_http_llm_init_process(ngx_cycle_t *cycle)
         return NGX_OK;
     }
 
-    ngx_http_llm_store_init(lmcf->store_entries, lmcf->store_size);
+    ngx_http_llm_store_init(cycle);
 
     /* what a worker that died left in flight, reported in the error log */
     ngx_http_llm_inflight_init_process(cycle);

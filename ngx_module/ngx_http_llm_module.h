@@ -29,7 +29,8 @@
  * vLLM's /metrics text from one snapshot of the engine's counters),
  * ngx_http_llm_tokenize.c (/tokenize and /detokenize: the thread pool
  * answers, no engine), ngx_http_llm_store.c (finished responses kept for
- * previous_response_id and GET/DELETE .../responses/{id}), and
+ * previous_response_id and GET/DELETE .../responses/{id}, in shared
+ * memory for every worker), and
  * ngx_http_llm_error_filter.c (a filter module of its own: nginx's error
  * pages as JSON in llm_api locations).
  */
@@ -461,8 +462,11 @@ ngx_int_t ngx_http_llm_response_cancel(ngx_http_request_t *r,
     ngx_str_t *id);
 
 /* ngx_http_llm_store.c: finished responses for previous_response_id
- * and GET/DELETE .../responses/{id}, each of its owner */
-void ngx_http_llm_store_init(ngx_uint_t entries, size_t bytes);
+ * and GET/DELETE .../responses/{id}, each of its owner, in a shared
+ * memory zone for every worker */
+ngx_int_t ngx_http_llm_store_add_zone(ngx_conf_t *cf, ngx_uint_t entries,
+    size_t bytes);
+void ngx_http_llm_store_init(ngx_cycle_t *cycle);
 ngx_int_t ngx_http_llm_store_owner(ngx_http_request_t *r, u_char *owner);
 ngx_int_t ngx_http_llm_store_put(ngx_str_t *id, const u_char *owner,
     const u_char *messages, size_t messages_len, const u_char *response,

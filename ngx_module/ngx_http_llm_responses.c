@@ -546,9 +546,9 @@ ngx_http_llm_responses_store(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j,
 /*
  * GET .../responses/{id}: the stored response object, the bytes that were
  * sent; DELETE: it leaves the store, answered as OpenAI answers.  An id
- * that is not in this worker's store for this owner (never stored, store
- * false, evicted, deleted, still generating, or another owner's) is a 404
- * naming it, as in vLLM.  Retrieving as a stream (?stream=true, OpenAI's
+ * that is not in the store for this owner (never stored, store false,
+ * evicted, deleted, still generating, or another owner's) is a 404 naming
+ * it, as in vLLM.  Retrieving as a stream (?stream=true, OpenAI's
  * replay of the events) is refused.
  */
 
@@ -610,7 +610,9 @@ ngx_http_llm_response_get(ngx_http_request_t *r, ngx_str_t *id)
 
 /*
  * POST .../responses/{id}/cancel: vLLM's answer for a response that is not
- * a background one (every stored response here has finished).
+ * a background one (every stored response here has finished).  The store
+ * is every worker's, so the answer is the same from any of them: nothing
+ * needs to reach the worker that generates a response.
  */
 
 ngx_int_t

@@ -12,7 +12,9 @@
 #       access log bills an abort with the tokens made, the engine
 #       cancelled it, the worker lives on;
 #   (d) a body (no stream) is written once at the end by nginx's own
-#       writer: send_timeout drops its client too, billed as it finished.
+#       writer: send_timeout drops its client too, billed as it finished;
+#   (e) HTTP/2: a client that stops reading (a 1 KB stream window, no
+#       WINDOW_UPDATE) is paused the same way, and resumed when it reads.
 # Nothing races a clock: each step waits for the state it needs, with a
 # deadline; the one lower bound (a drop comes no sooner than send_timeout
 # after the request started) holds by construction.
@@ -32,14 +34,14 @@ use Prometheus;
 
 # long streams: a stream that is paused cannot end by itself first; the
 # listening socket's small send buffer keeps the kernel's share small
-my $t = NginxLLM->new(listen => 'sndbuf=4k', http => 'llm_max_unsent_bytes 128k;',
-                      engine => <<'ENGINE', locations => <<'LOC');
+my %server = (http => 'llm_max_unsent_bytes 128k;', engine => <<'ENGINE');
     llm_served_model_name tiny;
     llm_threads 1;
     llm_max_model_len 4096;
     llm_kv_cache_size 16m;
     llm_thread_pool llm;
 ENGINE
+my $t = NginxLLM->new(%server, listen => 'sndbuf=4k', locations => <<'LOC');
         location /v1/ { llm_api; }
         location /slow/v1/ { llm_api; send_timeout 2s; }
         location = /health { llm_health; }
@@ -129,6 +131,34 @@ sub read_body {
     return ($head, $body);
 }
 
+# a stream's body: valid SSE, every token of every choice, usage
+sub check_events {
+    my ($body, $what) = @_;
+    my @events = split /\n\n/, $body // '';
+    is($events[-1], 'data: [DONE]', "$what ends with [DONE]");
+    my (%tokens, %finish, $usage, $bad);
+    for my $e (@events[0 .. $#events - 1]) {
+        my $j = $e =~ /^data: (.*)\z/s ? NginxLLM::decode_json_safe($1)
+                                        : undef;
+        if (!ref $j) {
+            $bad++;
+            next;
+        }
+        $usage = $j->{usage} if !@{ $j->{choices} };
+        for my $c (@{ $j->{choices} }) {
+            $tokens{ $c->{index} } += @{ $c->{logprobs}{content} // [] };
+            $finish{ $c->{index} } .= $c->{finish_reason} // '';
+        }
+    }
+    ok(!$bad, "$what: every event is \"data: \" and a JSON object");
+    is_deeply([ map { $tokens{$_} // 0 } 0 .. $N - 1 ], [ ($MAX) x $N ],
+              "$what: each of the $N choices has all its $MAX tokens");
+    is_deeply([ map { $finish{$_} // '' } 0 .. $N - 1 ],
+              [ ('length') x $N ], "$what: each finished once, with length");
+    is($usage->{completion_tokens}, $N * $MAX,
+       "$what: the usage chunk counts them all");
+}
+
 my ($worker) = $t->worker_pids;
 
 # --- (a) a client that reads nothing: paused, bounded ---
@@ -163,28 +193,7 @@ my ($head, $body) = read_body($s);
 close $s;
 like($head // '', qr/^HTTP\/1\.1 200 /, 'the stream: 200');
 ok(defined $body, 'the chunked body is well formed');
-my @events = split /\n\n/, $body // '';
-is($events[-1], 'data: [DONE]', 'it ends with [DONE]');
-my (%tokens, %finish, $usage, $bad);
-for my $e (@events[0 .. $#events - 1]) {
-    my $j = $e =~ /^data: (.*)\z/s ? NginxLLM::decode_json_safe($1) : undef;
-    if (!ref $j) {
-        $bad++;
-        next;
-    }
-    $usage = $j->{usage} if !@{ $j->{choices} };
-    for my $c (@{ $j->{choices} }) {
-        $tokens{ $c->{index} } += @{ $c->{logprobs}{content} // [] };
-        $finish{ $c->{index} } .= $c->{finish_reason} // '';
-    }
-}
-ok(!$bad, 'every event is "data: " and a JSON object');
-is_deeply([ map { $tokens{$_} // 0 } 0 .. $N - 1 ], [ ($MAX) x $N ],
-          "each of the $N choices has all its $MAX tokens");
-is_deeply([ map { $finish{$_} // '' } 0 .. $N - 1 ], [ ('length') x $N ],
-          'each finished once, with length');
-is($usage->{completion_tokens}, $N * $MAX,
-   'the usage chunk counts them all');
+check_events($body, 'the stream');
 my $line = $t->wait_log_line(qr{^/v1/chat/completions 200 .*finish=length});
 like($line // '', qr/ completion=${\ ($N * $MAX)} /,
      'the access log bills every token');
@@ -228,5 +237,31 @@ ok($dropped >= 2, sprintf('its client dropped after send_timeout (%.1f s)',
 close $s;
 
 $t->done;
+
+# --- (e) HTTP/2: a stream whose client stops reading is paused too ---
+
+my $h2 = NginxLLM->new(%server, listen => 'http2', locations => <<'LOC');
+        location /v1/ { llm_api; }
+        location = /metrics { llm_prometheus; }
+LOC
+$h2->start(wait => 0);     # /health speaks HTTP/1.1; the request waits for the model
+my ($rc, $out) = $h2->node('h2_stall.mjs', $h2->url(''),
+                           '/v1/chat/completions',
+                           NginxLLM::json()->encode(\%long));
+my $st = NginxLLM::decode_json_safe((split /\n/, $out)[-1] // '') // {};
+is($rc, 0, 'the HTTP/2 client ran') or diag($out);
+ok(!$st->{error}, 'without an error') or diag($st->{error});
+is($st->{status}, 200, 'HTTP/2: 200');
+ok(defined $st->{paused_at}, 'HTTP/2: the engine stopped generating while '
+   . 'the client read nothing');
+my $h2made = ($st->{paused_at} // 0) - ($st->{made_before} // 0);
+ok($h2made > 0 && $h2made < $N * $MAX,
+   "HTTP/2: paused after $h2made of " . $N * $MAX . ' tokens');
+is($st->{after_3s}, $st->{paused_at}, 'HTTP/2: no token in 3 s more');
+is($st->{running}, $N, "HTTP/2: its $N sequences still run");
+my $h2body = $st->{body} // '';
+utf8::encode($h2body);      # bytes again, as they came on the wire
+check_events($h2body, 'HTTP/2: the resumed stream');
+$h2->done;
 
 done_testing();
