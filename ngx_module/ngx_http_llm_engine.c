@@ -78,7 +78,7 @@ static uint64_t ngx_http_llm_engine_fingerprint(
     ngx_http_llm_main_conf_t *lmcf);
 static ngx_uint_t ngx_http_llm_engine_alive(ngx_pid_t pid);
 static void ngx_http_llm_engine_gone(ngx_http_llm_engine_sh_t *sh, double now,
-    const char *why);
+    ngx_uint_t failed_start, const char *why);
 static ngx_int_t ngx_http_llm_engine_spawn(ngx_cycle_t *cycle,
     ngx_http_llm_main_conf_t *lmcf, ngx_http_llm_engine_sh_t *sh,
     uint64_t fp);
@@ -184,7 +184,14 @@ ngx_http_llm_engine_find(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf,
     if (sh->pid && !ngx_http_llm_engine_alive(sh->pid)) {
         ngx_log_error(NGX_LOG_WARN, cycle->log, 0,
                       "llm: the engine process %P is gone", sh->pid);
-        ngx_http_llm_engine_gone(sh, now, "the engine process exited");
+        /* died while loading: a start that failed (503 with the reason
+         * until one works); died serving: a crash (requests wait) */
+        ngx_http_llm_engine_gone(sh, now,
+                                 sh->state == NGX_HTTP_LLM_ENGINE_STARTING,
+                                 sh->state == NGX_HTTP_LLM_ENGINE_STARTING
+                                 ? "the engine process exited while it "
+                                   "loaded the model"
+                                 : "the engine process exited");
     }
 
     if (sh->pid) {
@@ -263,8 +270,8 @@ ngx_http_llm_engine_reason(ngx_uint_t generation, char *err)
 
     ngx_shmtx_lock(ngx_http_llm_engine_mutex());
 
-    if (sh->generation == generation
-        && sh->state == NGX_HTTP_LLM_ENGINE_FAILED)
+    if (sh->generation == generation && sh->pid == 0
+        && sh->reason[0] != '\0')
     {
         ngx_cpystrn((u_char *) err, (u_char *) sh->reason, LLM_ERR_LEN);
 
@@ -401,12 +408,14 @@ ngx_http_llm_engine_alive(ngx_pid_t pid)
 /*
  * The engine is gone (under the lock): a crash or a failed start counts
  * for the back-off, 0.5 s doubling up to 30 s since its start; an engine
- * that ran a minute starts afresh.
+ * that ran a minute starts afresh.  After a failed start the API answers
+ * 503 with the reason until a start works; after a crash requests wait
+ * for the next engine.
  */
 
 static void
 ngx_http_llm_engine_gone(ngx_http_llm_engine_sh_t *sh, double now,
-    const char *why)
+    ngx_uint_t failed_start, const char *why)
 {
     double  backoff;
 
@@ -440,10 +449,12 @@ ngx_http_llm_engine_gone(ngx_http_llm_engine_sh_t *sh, double now,
     sh->next_spawn = sh->spawned + backoff;
     sh->pid = 0;
 
-    if (sh->state != NGX_HTTP_LLM_ENGINE_FAILED) {
-        sh->state = NGX_HTTP_LLM_ENGINE_FAILED;
+    if (why != sh->reason) {
         ngx_cpystrn((u_char *) sh->reason, (u_char *) why, LLM_ERR_LEN);
     }
+
+    sh->state = failed_start ? NGX_HTTP_LLM_ENGINE_FAILED
+                             : NGX_HTTP_LLM_ENGINE_NONE;
 }
 
 
@@ -619,7 +630,7 @@ ngx_http_llm_engine_process(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf,
             ngx_cpystrn((u_char *) sh->reason,
                         (u_char *) (err[0] ? err : "unknown error"),
                         LLM_ERR_LEN);
-            ngx_http_llm_engine_gone(sh, llm_now(), sh->reason);
+            ngx_http_llm_engine_gone(sh, llm_now(), 1, sh->reason);
         }
 
         ngx_shmtx_unlock(ngx_http_llm_engine_mutex());
