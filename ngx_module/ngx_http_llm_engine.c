@@ -596,6 +596,7 @@ ngx_http_llm_engine_process(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf,
 
     pidfd = (int) syscall(SYS_pidfd_open, master, 0);
 
+    ngx_time_update();     /* nginx's cached time is the fork's */
     ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
                   "llm: engine process %P: loading \"%V\" on device \"%V\"",
                   ngx_pid, &lmcf->model, &lmcf->device);
@@ -635,6 +636,7 @@ ngx_http_llm_engine_process(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf,
 
         ngx_shmtx_unlock(ngx_http_llm_engine_mutex());
 
+        ngx_time_update();
         ngx_log_error(NGX_LOG_ERR, cycle->log, 0,
                       "llm: the model failed to load, the API answers 503: "
                       "%s", err[0] ? err : "unknown error");
@@ -650,6 +652,7 @@ ngx_http_llm_engine_process(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf,
     ngx_shmtx_unlock(ngx_http_llm_engine_mutex());
 
     /* which device llm_device chose, and why */
+    ngx_time_update();
     ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
                   "llm: engine ready on %s (%s), max_model_len %d, "
                   "in the engine process %P",
@@ -680,6 +683,7 @@ ngx_http_llm_engine_process(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf,
         }
     }
 
+    ngx_time_update();
     ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
                   "llm: engine process %P exits", ngx_pid);
 
