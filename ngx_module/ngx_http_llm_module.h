@@ -3,8 +3,9 @@
  * ngx_http_llm_module.h -- types shared by the files of the llm module.
  *
  * The module is nginx glue around the engine of engine/llm.h: directives,
- * the HTTP/JSON/SSE front end of the OpenAI API, access-log variables, and
- * the bridge between the worker's event loop and the engine thread.
+ * the HTTP/JSON/SSE front end of the OpenAI API, access-log variables, the
+ * engine process every worker shares (ngx_http_llm_engine.c), and the
+ * bridge between a worker's event loop and it.
  *
  * A request travels through these files, in this order:
  *
@@ -17,8 +18,9 @@
  *   ngx_http_llm_params.c     (thread pool) sampling fields -> params
  *   ngx_http_llm_job.c        (thread pool) the job they fill
  *   ngx_http_llm_generate.c   submit, then deliver each drain's output
- *   ngx_http_llm_bridge.c     the engine: a request per sequence;
- *                             eventfd -> drain -> ready queue
+ *   ngx_http_llm_bridge.c     the engine: a request per sequence, sent
+ *                             to the engine process; its socket ->
+ *                             outputs -> ready queue
  *   ngx_http_llm_chat.c       render chunks / the final body (and
  *                             _completions.c, _responses.c, with
  *                             _chunk.c, _logprobs.c, _usage.c)
@@ -153,7 +155,7 @@ typedef struct {
 } ngx_http_llm_prompt_t;
 
 
-/* engine settings: one engine per worker, so they live in http{} only */
+/* engine settings: one engine per nginx, so they live in http{} only */
 typedef struct {
     ngx_str_t                   model;
     ngx_str_t                   served_model_name;
