@@ -56,7 +56,9 @@ llm_engine_take_submissions(llm_engine *e, llm_request **taken, int n,
     int  i;
 
     for (i = 0; i < n; i++) {
-        taken[i]->stats.queued = now;
+        taken[i]->stats.queued = taken[i]->queued_since > 0
+                                 && taken[i]->queued_since < now
+                                 ? taken[i]->queued_since : now;
         if (atomic_load(&taken[i]->cancelled)) {
             llm_engine_finish(e, taken[i], LLM_FINISH_ABORT, now);
         } else {
@@ -469,6 +471,17 @@ llm_engine_cancel(llm_engine *e, llm_request *r)
     pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
     return (int) (v & ~LLM_GATE_CLOSED);
+}
+
+
+int
+llm_engine_cancel_billed(llm_engine *e, llm_request *r, int n_billed)
+{
+    int  n;
+
+    atomic_store(&r->bill_limit, n_billed < 0 ? 0 : n_billed);
+    n = llm_engine_cancel(e, r);
+    return n < n_billed ? n : n_billed;
 }
 
 

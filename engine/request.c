@@ -100,6 +100,22 @@ llm_request_bad_words(llm_request *r, const llm_tokenizer *t,
 }
 
 
+int
+llm_request_validate(const llm_model *m, int max_model_len,
+    const int32_t *prompt, int n_prompt, const llm_sampling_params *p,
+    char *err)
+{
+    const char  *param;
+
+    if (llm_prompt_validate(m, max_model_len, prompt, n_prompt, err) != 0
+        || llm_sampling_params_validate(p, m, &param, err) != 0)
+    {
+        return -1;
+    }
+    return 0;
+}
+
+
 llm_request *
 llm_request_new(const llm_model *m, int max_model_len, const int32_t *prompt,
     int n_prompt, const llm_sampling_params *p, uint64_t seed, char *err)
@@ -116,6 +132,7 @@ llm_request_new(const llm_model *m, int max_model_len, const int32_t *prompt,
 
     r = llm_xcalloc(1, sizeof(*r));
     atomic_init(&r->refs, 1);
+    atomic_init(&r->bill_limit, -1);
     r->params = *p;
     llm_sampling_params_resolve(&r->params, n_prompt, max_model_len);
     r->stop_ids = llm_memdup(p->stop_token_ids,
@@ -183,6 +200,13 @@ void
 llm_request_set_arrival(llm_request *r, double t)
 {
     r->stats.arrival = t;
+}
+
+
+void
+llm_request_set_queued(llm_request *r, double t)
+{
+    r->queued_since = t;
 }
 
 

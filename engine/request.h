@@ -35,6 +35,8 @@ typedef struct {
     int                 prompt_lp_ready; /* the prompt's records go with it */
 } llm_req_out;
 
+#define LLM_TOK_RING  64
+
 struct llm_request {
     atomic_int          refs;
     atomic_int          cancelled;
@@ -43,6 +45,8 @@ struct llm_request {
      * the count a cancel returns is final */
     atomic_uint         gate;
     atomic_int          client_gone;
+    atomic_int          bill_limit;     /* llm_engine_cancel_billed(): -1 none */
+    double              queued_since;   /* llm_request_set_queued(), or 0 */
     atomic_int          pause;          /* llm_engine_set_paused() */
     void               *data;           /* the client's */
     int                 submitted;      /* client thread */
@@ -93,6 +97,9 @@ struct llm_request {
     int32_t             stop_token;
     const char         *stop_string;
     llm_request_stats   stats;
+    /* when each of the latest completion tokens came, by index % ring:
+     * what a billed cancel takes back (llm_engine_unbill()) */
+    double              tok_time[LLM_TOK_RING];
     llm_request        *next;           /* waiting queue link */
     int                 n_draft;        /* drafts scheduled this step */
     uint8_t            *spec_accepted;  /* per verify step */

@@ -97,6 +97,22 @@ llm_hist_observe(llm_histogram *h, double v)
 
 
 void
+llm_hist_unobserve(llm_histogram *h, double v)
+{
+    int  i = 0;
+
+    while (i < h->n && v > h->le[i]) {
+        i++;
+    }
+    if (h->count[i] > 0 && h->total > 0) {
+        h->count[i]--;
+        h->sum -= v;
+        h->total--;
+    }
+}
+
+
+void
 llm_stats_observe_finished(llm_engine_stats *s, const llm_request_stats *st,
     const llm_sampling_params *p, llm_finish_reason why)
 {

@@ -10,6 +10,8 @@
 
 void llm_stats_init(llm_engine_stats *s, int max_model_len);
 void llm_hist_observe(llm_histogram *h, double v);
+/* takes back an observation of v (a billed cancel, engine.c) */
+void llm_hist_unobserve(llm_histogram *h, double v);
 
 /* A request finished: success counter by reason and the per-request
  * histograms (intervals only where both timestamps exist). */

@@ -145,6 +145,47 @@ llm_engine_json_advance(llm_engine *e, llm_request *r, int32_t id)
 }
 
 
+/* A cancel billed at fewer tokens than the engine made
+ * (llm_engine_cancel_billed()): the others were never delivered, so they
+ * are neither the request's nor the counters'. */
+static void
+llm_engine_unbill(llm_engine *e, llm_request *r)
+{
+    int     limit = atomic_load(&r->bill_limit);
+    int     n = r->stats.completion_tokens, j;
+    double  t, prev;
+
+    if (limit < 0 || limit >= n) {
+        return;
+    }
+    e->counters.generation_tokens_total -= (uint64_t) (n - limit);
+    if (n - limit < LLM_TOK_RING) {
+        /* the latency observations of the tokens taken back, as
+         * llm_engine_accept_token() made them */
+        for (j = n; j > limit; j--) {
+            t = r->tok_time[j % LLM_TOK_RING];
+            if (j == 1) {
+                llm_hist_unobserve(&e->counters.hist[LLM_H_TTFT],
+                                   t - r->stats.arrival);
+                continue;
+            }
+            prev = r->tok_time[(j - 1) % LLM_TOK_RING];
+            if (t > prev) {
+                llm_hist_unobserve(&e->counters.hist[LLM_H_ITL], t - prev);
+            }
+        }
+        r->stats.last_token = limit > 0 ? r->tok_time[limit % LLM_TOK_RING]
+                                        : 0;
+    }
+    r->stats.completion_tokens = limit;
+    if (limit == 0) {
+        e->counters.prompt_tokens_total -= (uint64_t) r->n_prompt;
+        r->stats.first_token = 0;
+        r->stats.last_token = 0;
+    }
+}
+
+
 /* Applies a sampled token: text, stop rules, timestamps and counters; not
  * a token of a cancelled request, which finishes instead. */
 static void
@@ -177,6 +218,7 @@ llm_engine_accept_token(llm_engine *e, llm_request *r, int32_t id,
                          now - r->stats.last_token);
     }
     r->stats.last_token = now;
+    r->tok_time[n_out % LLM_TOK_RING] = now;
     e->counters.generation_tokens_total++;
     llm_req_out_add_id(&r->stage, id, lp);
     llm_mark_changed(e, r);
@@ -240,6 +282,9 @@ llm_engine_finish(llm_engine *e, llm_request *r, llm_finish_reason why,
             piece = llm_detok_flush(r->detok, &len);
             llm_req_out_add_text(&r->stage, piece, len);
         }
+    }
+    if (why == LLM_FINISH_ABORT) {
+        llm_engine_unbill(e, r);
     }
     r->finish = why;
     r->stats.finished = now;

@@ -1,20 +1,28 @@
 
 /*
- * ngx_http_llm_bridge.c -- the worker's engine and the bridge between the
- * engine thread and the nginx event loop.
+ * ngx_http_llm_bridge.c -- the worker's side of the engine, which runs in
+ * the engine process (ngx_http_llm_engine.c) and is shared by every worker.
  *
- *   init_process   eventfd registered in the event loop, then a loader
- *                  thread calls llm_engine_create() so that the worker
- *                  serves while a large model loads (generations wait
- *                  for it, /health answers 503 "loading");
- *   engine thread  calls cfg.notify -> writes the eventfd;
- *   event loop     eventfd readable -> llm_engine_drain() copies each
+ *   init_process   a loader thread loads the model's metadata (tokenizer,
+ *                  chat template, generation config; the weights are only
+ *                  mapped) so that the worker serves while it loads;
+ *   loaded         ngx_http_llm_engine_find(): the running engine, or one
+ *                  this worker starts; connect to its socket (requests
+ *                  wait meanwhile, /health answers 503 "loading");
+ *   hello          the engine serves: max_model_len, device; the waiting
+ *                  requests go on;
+ *   event loop     the socket readable -> llm_client_read() copies each
  *                  request's new output into its ctx and queues the ctx;
- *                  then every queued ctx is delivered (JSON or SSE).
+ *                  then every queued ctx is delivered (JSON or SSE);
+ *   EOF            the engine process is gone: every request in flight
+ *                  ends with an error, new ones wait, and the worker finds
+ *                  (or starts, with a back-off) the next engine.
  *
- * Delivery happens after llm_engine_drain() returns, never inside its
- * callback, so writing to clients, finalizing requests and the cancel()
- * calls their cleanups make never re-enter the engine during a drain.
+ * Delivery happens after llm_client_read() returns, never inside its
+ * callback, so writing to clients, finalizing requests and the cancels
+ * their cleanups send never re-enter the client during a read.  Nothing
+ * here blocks: the socket is non-blocking, what it cannot take yet waits
+ * in the client's buffer for the write event.
  */
 
 
@@ -23,12 +31,14 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 
 typedef struct {
     pthread_t                 tid;
-    llm_engine_config         cfg;
-    llm_engine               *engine;
+    const char               *dir;
+    llm_model                *model;
     char                      err[LLM_ERR_LEN];
     int                       done;          /* atomic: the thread ended */
     unsigned                  running:1;
@@ -36,13 +46,21 @@ typedef struct {
 
 
 static void *ngx_http_llm_loader_thread(void *data);
-static void ngx_http_llm_engine_notify(void *data);
 static void ngx_http_llm_notify_handler(ngx_event_t *rev);
 static void ngx_http_llm_loaded(ngx_log_t *log);
-static void ngx_http_llm_drain_output(llm_request *lr, const llm_output *out,
-    void *data);
-static ngx_int_t ngx_http_llm_seq_create(ngx_http_request_t *r,
-    ngx_http_llm_seq_t *seq);
+static void ngx_http_llm_connect(ngx_http_llm_worker_t *w);
+static void ngx_http_llm_retry_handler(ngx_event_t *ev);
+static void ngx_http_llm_retry(ngx_http_llm_worker_t *w, ngx_msec_t delay);
+static void ngx_http_llm_client_read_handler(ngx_event_t *rev);
+static void ngx_http_llm_client_write_handler(ngx_event_t *wev);
+static void ngx_http_llm_flush(ngx_http_llm_worker_t *w);
+static void ngx_http_llm_lost(ngx_http_llm_worker_t *w);
+static void ngx_http_llm_close_client(ngx_http_llm_worker_t *w);
+static void ngx_http_llm_deliver_ready(ngx_http_llm_worker_t *w);
+static void ngx_http_llm_drain_output(void *req, uint64_t h,
+    const llm_output *out, void *data);
+static ngx_int_t ngx_http_llm_seq_check(ngx_http_request_t *r,
+    ngx_http_llm_seq_t *seq, llm_sampling_params *sp);
 static void ngx_http_llm_ctx_stats(ngx_http_llm_ctx_t *ctx);
 static void ngx_http_llm_earliest(double *t, double v);
 static ngx_int_t ngx_http_llm_append(ngx_http_llm_seq_t *seq,
@@ -60,51 +78,25 @@ ngx_http_llm_engine_start(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf)
 {
     int                     err, efd;
     sigset_t                set, old;
-    ngx_core_conf_t        *ccf;
     ngx_connection_t       *c;
-    llm_engine_config      *cfg;
     ngx_http_llm_worker_t  *w = &ngx_http_llm_worker;
     ngx_http_llm_loader_t  *ld = &ngx_http_llm_loader;
 
-    ngx_queue_init(&w->ready);
+    ngx_queue_init(&w->ready_q);
     ngx_queue_init(&w->waiting);
+    ngx_queue_init(&w->live);
     w->efd = -1;
+    w->lmcf = lmcf;
+    w->cycle = cycle;
+    w->start = llm_now();
+    w->retry.handler = ngx_http_llm_retry_handler;
+    w->retry.data = w;
+    w->retry.log = cycle->log;
+    w->retry.cancelable = 1;
     ngx_cpystrn((u_char *) w->error, (u_char *) "the model is loading",
                 sizeof(w->error));
 
-    ccf = (ngx_core_conf_t *) ngx_get_conf(cycle->conf_ctx, ngx_core_module);
-
-    cfg = &ld->cfg;
-    cfg->model_dir = (const char *) lmcf->model.data;
-    cfg->device = (const char *) lmcf->device.data;
-
-    if (ccf->worker_processes > 1) {
-
-        if (ngx_strncmp(lmcf->device.data, "cuda", 4) == 0) {
-            /* worker_processes came after http{}: see postconfiguration */
-            ngx_snprintf((u_char *) w->error, sizeof(w->error),
-                         "\"llm_device %V\" requires \"worker_processes 1\""
-                         ", got %i%Z", &lmcf->device, ccf->worker_processes);
-            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "llm: %s", w->error);
-            return NGX_ERROR;
-        }
-
-        /* several engines cannot share one GPU: "auto" means the CPU here */
-        cfg->device = "cpu";
-    }
-
-    cfg->threads = (int) lmcf->threads;
-    cfg->max_model_len = (int) lmcf->max_model_len;
-    cfg->max_num_seqs = (int) lmcf->max_num_seqs;
-    cfg->max_num_batched_tokens = (int) lmcf->max_num_batched_tokens;
-    cfg->kv_cache_bytes = (size_t) lmcf->kv_cache_size;
-    cfg->gpu_memory_utilization = lmcf->gpu_util;
-    cfg->enable_prefix_caching = (int) lmcf->enable_prefix_caching;
-    cfg->spec_tokens = (int) lmcf->spec_tokens;
-    cfg->spec_lookup_min = (int) lmcf->spec_lookup_min;
-    cfg->spec_lookup_max = (int) lmcf->spec_lookup_max;
-    cfg->notify = ngx_http_llm_engine_notify;
-    cfg->notify_data = w;
+    ld->dir = (const char *) lmcf->model.data;
 
     efd = eventfd(0, EFD_NONBLOCK|EFD_CLOEXEC);
     if (efd == -1) {
@@ -119,7 +111,7 @@ ngx_http_llm_engine_start(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf)
     if (c == NULL) {
         close(efd);
         ngx_cpystrn((u_char *) w->error,
-                    (u_char *) "no free connection for the engine's eventfd",
+                    (u_char *) "no free connection for the loader's eventfd",
                     sizeof(w->error));
         return NGX_ERROR;
     }
@@ -130,7 +122,6 @@ ngx_http_llm_engine_start(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf)
     c->read->log = cycle->log;
     c->write->log = cycle->log;
 
-    /* level-triggered: a missed wakeup cannot strand output */
     if (ngx_add_event(c->read, NGX_READ_EVENT, 0) != NGX_OK) {
         ngx_close_connection(c);
         return NGX_ERROR;
@@ -139,7 +130,7 @@ ngx_http_llm_engine_start(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf)
     w->efd = efd;
     w->notify = c;
 
-    /* signals belong to the event loop: the engine thread inherits this */
+    /* signals belong to the event loop: the loader inherits this */
     sigfillset(&set);
     pthread_sigmask(SIG_BLOCK, &set, &old);
 
@@ -158,10 +149,6 @@ ngx_http_llm_engine_start(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf)
     ld->running = 1;
     w->loading = 1;
 
-    ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
-                  "llm: loading \"%V\" on device \"%s\" in worker %P",
-                  &lmcf->model, cfg->device, ngx_pid);
-
     return NGX_OK;
 }
 
@@ -174,7 +161,7 @@ ngx_http_llm_loader_thread(void *data)
     uint64_t  one;
 
     ld->err[0] = '\0';
-    ld->engine = llm_engine_create(&ld->cfg, ld->err);
+    ld->model = llm_model_load(ld->dir, ld->err);
 
     __atomic_store_n(&ld->done, 1, __ATOMIC_RELEASE);
 
@@ -187,29 +174,11 @@ ngx_http_llm_loader_thread(void *data)
 }
 
 
-/* the engine thread: output is ready for llm_engine_drain() */
-
-static void
-ngx_http_llm_engine_notify(void *data)
-{
-    ngx_http_llm_worker_t  *w = data;
-
-    uint64_t  one;
-
-    one = 1;
-    if (write(w->efd, &one, sizeof(one)) != sizeof(one)) {
-        /* EAGAIN only when the counter is near 2^64: the fd is readable */
-    }
-}
-
-
 static void
 ngx_http_llm_notify_handler(ngx_event_t *rev)
 {
     uint64_t                count;
-    ngx_queue_t            *q;
     ngx_connection_t       *c;
-    ngx_http_llm_ctx_t     *ctx;
     ngx_http_llm_worker_t  *w;
 
     c = rev->data;
@@ -219,27 +188,10 @@ ngx_http_llm_notify_handler(ngx_event_t *rev)
         /* void */
     }
 
-    if (w->loading
+    if (ngx_http_llm_loader.running
         && __atomic_load_n(&ngx_http_llm_loader.done, __ATOMIC_ACQUIRE))
     {
         ngx_http_llm_loaded(c->log);
-        ngx_http_llm_wake_waiting();
-    }
-
-    if (w->engine == NULL) {
-        return;
-    }
-
-    llm_engine_drain(w->engine, ngx_http_llm_drain_output, w);
-
-    while (!ngx_queue_empty(&w->ready)) {
-        q = ngx_queue_head(&w->ready);
-        ngx_queue_remove(q);
-
-        ctx = ngx_queue_data(q, ngx_http_llm_ctx_t, queue);
-        ctx->queued = 0;
-
-        ngx_http_llm_deliver(ctx);
     }
 }
 
@@ -253,29 +205,366 @@ ngx_http_llm_loaded(ngx_log_t *log)
     (void) pthread_join(ld->tid, NULL);
 
     ld->running = 0;
-    w->loading = 0;
 
-    if (ld->engine == NULL) {
+    if (ld->model == NULL) {
+        w->loading = 0;
         ngx_cpystrn((u_char *) w->error,
                     (u_char *) (ld->err[0] ? ld->err : "unknown error"),
                     sizeof(w->error));
         ngx_log_error(NGX_LOG_ERR, log, 0,
                       "llm: the model failed to load, the API answers 503: "
                       "%s", w->error);
+        ngx_http_llm_wake_waiting();
         return;
     }
 
-    w->engine = ld->engine;
-    w->model = llm_engine_model(w->engine);
-    w->max_model_len = llm_engine_max_model_len(w->engine);
-    w->error[0] = '\0';
+    w->own_model = ld->model;
+    w->model = ld->model;
 
-    /* which device llm_device chose, and why: "auto" on a machine
-     * without a usable GPU says so here */
-    ngx_log_error(NGX_LOG_NOTICE, log, 0,
-                  "llm: engine ready on %s (%s), max_model_len %d",
-                  llm_engine_device(w->engine),
-                  llm_engine_device_reason(w->engine), w->max_model_len);
+    ngx_http_llm_connect(w);
+}
+
+
+/*
+ * The engine of this nginx: the running one, or one this worker starts;
+ * connected, the worker waits for its hello.
+ */
+
+static void
+ngx_http_llm_connect(ngx_http_llm_worker_t *w)
+{
+    int                     fd, cfd;
+    char                    err[LLM_ERR_LEN];
+    ngx_int_t               rc;
+    ngx_msec_t              delay;
+    socklen_t               len;
+    ngx_connection_t       *c;
+    struct sockaddr_un      sa;
+    ngx_http_llm_engine_where_t  *where;
+
+    /* also while exiting: the requests it accepted still wait for it */
+    if (w->client || ngx_terminate) {
+        return;
+    }
+
+    where = &w->where;
+    err[0] = '\0';
+
+    rc = ngx_http_llm_engine_find(w->cycle, w->lmcf, where, &delay, err);
+
+    if (rc == NGX_AGAIN) {
+        ngx_http_llm_retry(w, delay);
+        return;
+    }
+
+    if (rc == NGX_DECLINED) {
+        /* the engine failed: 503 with the reason until a restart works */
+        if (w->loading || ngx_strcmp(w->error, err) != 0) {
+            ngx_log_error(NGX_LOG_ERR, w->cycle->log, 0,
+                          "llm: the engine failed, the API answers 503: %s",
+                          err);
+        }
+
+        w->loading = 0;
+        ngx_cpystrn((u_char *) w->error, (u_char *) err, sizeof(w->error));
+        ngx_http_llm_wake_waiting();
+        ngx_http_llm_retry(w, delay);
+        return;
+    }
+
+    ngx_memzero(&sa, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    ngx_memcpy(sa.sun_path, where->sock, where->sock_len);
+    len = offsetof(struct sockaddr_un, sun_path) + where->sock_len;
+
+    fd = socket(AF_UNIX, SOCK_STREAM|SOCK_NONBLOCK|SOCK_CLOEXEC, 0);
+    if (fd == -1) {
+        ngx_log_error(NGX_LOG_ALERT, w->cycle->log, ngx_errno,
+                      "llm: socket() failed");
+        ngx_http_llm_retry(w, 1000);
+        return;
+    }
+
+    if (connect(fd, (struct sockaddr *) &sa, len) == -1) {
+        /* gone meanwhile, or its backlog is full: find it again */
+        ngx_log_error(NGX_LOG_INFO, w->cycle->log, ngx_errno,
+                      "llm: connect() to the engine process %P failed",
+                      where->pid);
+        close(fd);
+        ngx_http_llm_retry(w, 50);
+        return;
+    }
+
+    /* the client writes and reads its own descriptor; nginx's event loop
+     * watches this one (closed after the client's) */
+    cfd = dup(fd);
+    if (cfd == -1) {
+        close(fd);
+        ngx_http_llm_retry(w, 1000);
+        return;
+    }
+
+    c = ngx_get_connection(fd, w->cycle->log);
+    if (c == NULL) {
+        close(fd);
+        close(cfd);
+        ngx_http_llm_retry(w, 1000);
+        return;
+    }
+
+    w->client = llm_client_new(cfd);
+    if (w->client == NULL) {
+        close(cfd);
+        ngx_close_connection(c);
+        ngx_http_llm_retry(w, 1000);
+        return;
+    }
+
+    c->data = w;
+    c->log = w->cycle->log;
+    c->read->handler = ngx_http_llm_client_read_handler;
+    c->read->log = w->cycle->log;
+    c->write->handler = ngx_http_llm_client_write_handler;
+    c->write->log = w->cycle->log;
+
+    w->conn = c;
+
+    /* level-triggered: output never waits for another event */
+    if (ngx_add_event(c->read, NGX_READ_EVENT, 0) != NGX_OK) {
+        ngx_http_llm_close_client(w);
+        ngx_http_llm_retry(w, 1000);
+        return;
+    }
+}
+
+
+static void
+ngx_http_llm_retry(ngx_http_llm_worker_t *w, ngx_msec_t delay)
+{
+    if (ngx_terminate) {
+        return;
+    }
+
+    if (w->retry.timer_set) {
+        ngx_del_timer(&w->retry);
+    }
+
+    ngx_add_timer(&w->retry, delay ? delay : 1);
+}
+
+
+static void
+ngx_http_llm_retry_handler(ngx_event_t *ev)
+{
+    ngx_http_llm_connect(ev->data);
+}
+
+
+static void
+ngx_http_llm_client_read_handler(ngx_event_t *rev)
+{
+    ngx_int_t               rc;
+    ngx_connection_t       *c;
+    ngx_http_llm_worker_t  *w;
+
+    c = rev->data;
+    w = c->data;
+
+    rc = llm_client_read(w->client, ngx_http_llm_drain_output, w);
+
+    if (!w->ready && llm_client_ready(w->client)) {
+        w->ready = 1;
+        w->loading = 0;
+        w->error[0] = '\0';
+        w->max_model_len = llm_client_max_model_len(w->client);
+
+        if (w->where.spawned) {
+            ngx_log_error(NGX_LOG_NOTICE, c->log, 0,
+                          "llm: worker %P uses the engine process %P it "
+                          "started: %s, max_model_len %d", ngx_pid,
+                          w->where.pid, llm_client_device(w->client),
+                          w->max_model_len);
+
+        } else if (w->where.started < w->start) {
+            /* a reload's new worker (or one nginx restarted) */
+            ngx_log_error(NGX_LOG_NOTICE, c->log, 0,
+                          "llm: worker %P uses the running engine process "
+                          "%P (kept: same settings, no model load): %s, "
+                          "max_model_len %d", ngx_pid, w->where.pid,
+                          llm_client_device(w->client), w->max_model_len);
+
+        } else {
+            ngx_log_error(NGX_LOG_NOTICE, c->log, 0,
+                          "llm: worker %P uses the engine process %P "
+                          "another worker started: %s, max_model_len %d",
+                          ngx_pid, w->where.pid,
+                          llm_client_device(w->client), w->max_model_len);
+        }
+
+        ngx_http_llm_wake_waiting();
+    }
+
+    ngx_http_llm_deliver_ready(w);
+
+    if (rc != 0 && w->client) {
+        ngx_http_llm_lost(w);
+    }
+}
+
+
+static void
+ngx_http_llm_client_write_handler(ngx_event_t *wev)
+{
+    ngx_connection_t       *c;
+    ngx_http_llm_worker_t  *w;
+
+    c = wev->data;
+    w = c->data;
+
+    ngx_http_llm_flush(w);
+}
+
+
+/* what the client queued goes out, or waits for the socket */
+
+static void
+ngx_http_llm_flush(ngx_http_llm_worker_t *w)
+{
+    ngx_int_t          rc;
+    ngx_connection_t  *c;
+
+    if (w->client == NULL) {
+        return;
+    }
+
+    c = w->conn;
+    rc = llm_client_flush(w->client);
+
+    if (rc == 1) {
+        if (!c->write->active) {
+            (void) ngx_add_event(c->write, NGX_WRITE_EVENT, 0);
+        }
+
+        return;
+    }
+
+    if (c->write->active) {
+        (void) ngx_del_event(c->write, NGX_WRITE_EVENT, 0);
+    }
+
+    if (rc == -1) {
+        /* the read handler sees the end and cleans up, out of this call */
+        ngx_post_event(c->read, &ngx_posted_events);
+    }
+}
+
+
+static void
+ngx_http_llm_deliver_ready(ngx_http_llm_worker_t *w)
+{
+    ngx_queue_t         *q;
+    ngx_http_llm_ctx_t  *ctx;
+
+    while (!ngx_queue_empty(&w->ready_q)) {
+        q = ngx_queue_head(&w->ready_q);
+        ngx_queue_remove(q);
+
+        ctx = ngx_queue_data(q, ngx_http_llm_ctx_t, queue);
+        ctx->queued = 0;
+
+        ngx_http_llm_deliver(ctx);
+    }
+
+    ngx_http_llm_flush(w);
+}
+
+
+static void
+ngx_http_llm_close_client(ngx_http_llm_worker_t *w)
+{
+    if (w->client) {
+        llm_client_free(w->client);
+        w->client = NULL;
+    }
+
+    if (w->conn) {
+        ngx_close_connection(w->conn);
+        w->conn = NULL;
+    }
+
+    w->ready = 0;
+}
+
+
+/*
+ * The engine process is gone (a crash, kill -9, a retiring engine): every
+ * request in flight ends with an error now, new ones wait for the next
+ * engine, which this worker or another finds or starts.
+ */
+
+static void
+ngx_http_llm_lost(ngx_http_llm_worker_t *w)
+{
+    char                 reason[LLM_ERR_LEN];
+    ngx_uint_t           i, n;
+    ngx_queue_t         *q;
+    ngx_http_llm_ctx_t  *ctx;
+    ngx_http_llm_seq_t  *seq;
+
+    ngx_http_llm_close_client(w);
+
+    ngx_http_llm_engine_reason(w->where.generation, reason);
+
+    n = 0;
+
+    for (q = ngx_queue_head(&w->live);
+         q != ngx_queue_sentinel(&w->live);
+         q = ngx_queue_next(q))
+    {
+        ctx = ngx_queue_data(q, ngx_http_llm_ctx_t, live);
+
+        for (i = 0; i < ctx->n_seqs; i++) {
+            seq = &ctx->seqs[i];
+
+            if (!seq->engine_done) {
+                seq->finish = LLM_FINISH_ERROR;
+                seq->engine_done = 1;
+                seq->changed = 1;
+                ctx->n_done++;
+            }
+        }
+
+        ngx_http_llm_ctx_stats(ctx);
+        ctx->finish = LLM_FINISH_ERROR;
+        ctx->engine_lost = 1;
+        n++;
+
+        if (!ctx->queued) {
+            ngx_queue_insert_tail(&w->ready_q, &ctx->queue);
+            ctx->queued = 1;
+        }
+    }
+
+    if (ngx_exiting || ngx_terminate || ngx_quit) {
+        ngx_log_error(NGX_LOG_NOTICE, w->cycle->log, 0,
+                      "llm: the engine process %P closed the connection "
+                      "(%s), %ui requests in flight end", w->where.pid,
+                      reason, n);
+
+    } else {
+        ngx_log_error(NGX_LOG_ERR, w->cycle->log, 0,
+                      "llm: the engine process %P stopped (%s): %ui "
+                      "requests in flight end with an error, new ones wait "
+                      "for the next engine", w->where.pid, reason, n);
+    }
+
+    w->loading = 1;
+    ngx_snprintf((u_char *) w->error, sizeof(w->error),
+                 "the engine is restarting: %s%Z", reason);
+
+    ngx_http_llm_deliver_ready(w);
+
+    ngx_http_llm_retry(w, 1);
 }
 
 
@@ -289,12 +578,19 @@ ngx_http_llm_engine_stop(ngx_cycle_t *cycle)
         /* exiting while the model still loads: wait for the loader */
         (void) pthread_join(ld->tid, NULL);
         ld->running = 0;
-        w->engine = ld->engine;
+        w->own_model = ld->model;
     }
 
-    if (w->engine) {
-        llm_engine_destroy(w->engine);
-        w->engine = NULL;
+    if (w->retry.timer_set) {
+        ngx_del_timer(&w->retry);
+    }
+
+    /* the engine cancels what this worker still runs */
+    ngx_http_llm_close_client(w);
+
+    if (w->own_model) {
+        llm_model_free(w->own_model);
+        w->own_model = NULL;
         w->model = NULL;
     }
 
@@ -329,6 +625,18 @@ ngx_http_llm_engine_unavailable(ngx_http_request_t *r)
 }
 
 
+/* a request whose engine process stopped under it */
+
+ngx_int_t
+ngx_http_llm_engine_lost_error(ngx_http_request_t *r)
+{
+    return ngx_http_llm_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE, NULL,
+                                   NULL, "the engine stopped before the "
+                                   "request completed (%s); retry it",
+                                   ngx_http_llm_worker.error);
+}
+
+
 ngx_int_t
 ngx_http_llm_engine_submit(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 {
@@ -336,15 +644,23 @@ ngx_http_llm_engine_submit(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
     ngx_uint_t              i, k;
     ngx_http_llm_job_t     *job;
     ngx_http_llm_seq_t     *seq;
+    llm_sampling_params    *sps;
     ngx_http_llm_prompt_t  *prompts;
+    ngx_http_llm_worker_t  *w = &ngx_http_llm_worker;
 
     job = ctx->job;
     prompts = job->prompts.elts;
 
+    if (!w->ready) {
+        /* the engine stopped while the request was prepared */
+        return ngx_http_llm_engine_unavailable(r);
+    }
+
     ctx->n_seqs = job->prompts.nelts * job->n;
     ctx->seqs = ngx_pcalloc(r->pool,
                             ctx->n_seqs * sizeof(ngx_http_llm_seq_t));
-    if (ctx->seqs == NULL) {
+    sps = ngx_palloc(r->pool, ctx->n_seqs * sizeof(llm_sampling_params));
+    if (ctx->seqs == NULL || sps == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
@@ -358,12 +674,11 @@ ngx_http_llm_engine_submit(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
         seq->stats.prompt_tokens = seq->prompt->n;
     }
 
-    /* every sequence is created (and so validated) before any runs */
+    /* every sequence is validated before any runs */
 
     for (i = 0; i < ctx->n_seqs; i++) {
-        rc = ngx_http_llm_seq_create(r, &ctx->seqs[i]);
+        rc = ngx_http_llm_seq_check(r, &ctx->seqs[i], &sps[i]);
         if (rc != NGX_OK) {
-            ngx_http_llm_engine_release(ctx);
             ctx->n_seqs = 0;
             return rc;
         }
@@ -380,23 +695,16 @@ ngx_http_llm_engine_submit(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
         seq = &ctx->seqs[i];
         k = i - i % job->n;
 
-        if (seq->leader) {
-            rc = llm_engine_submit(ngx_http_llm_worker.engine, seq->lreq);
-
-        } else {
-            rc = llm_engine_submit_shared(ngx_http_llm_worker.engine,
-                                          seq->lreq, ctx->seqs[k].lreq);
-        }
-
-        if (rc != 0) {
-            ngx_http_llm_engine_release(ctx);
-            ctx->submitted = 0;
-            ctx->n_seqs = 0;
-            return ngx_http_llm_send_error(r, NGX_HTTP_SERVICE_UNAVAILABLE,
-                                           NULL, NULL, "the engine refused "
-                                           "the request");
-        }
+        seq->handle = llm_client_submit(w->client, seq->prompt->ids,
+                                        seq->prompt->n, &sps[i],
+                                        ctx->arrival, ctx->waited,
+                                        seq->leader ? 0 : ctx->seqs[k].handle,
+                                        seq);
     }
+
+    ngx_queue_insert_tail(&w->live, &ctx->live);
+
+    ngx_http_llm_flush(w);
 
     ngx_http_llm_ctx_stats(ctx);
 
@@ -410,40 +718,39 @@ ngx_http_llm_engine_submit(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 /*
  * The engine request of one sequence: its prompt, and the request's
  * parameters with vLLM's per-sample seed (seed + sample index, so that
- * seeded samples differ and repeat) and its place among the n.
+ * seeded samples differ and repeat) and its place among the n; checked
+ * here as the engine checks it, so that errors stay 400s.
  */
 
 static ngx_int_t
-ngx_http_llm_seq_create(ngx_http_request_t *r, ngx_http_llm_seq_t *seq)
+ngx_http_llm_seq_check(ngx_http_request_t *r, ngx_http_llm_seq_t *seq,
+    llm_sampling_params *sp)
 {
     char                  err[LLM_ERR_LEN];
     ngx_uint_t            sample;
-    llm_request          *lr;
     ngx_http_llm_job_t   *job;
-    llm_sampling_params   sp;
 
     job = seq->ctx->job;
     sample = seq->index % job->n;
 
-    sp = job->sp;
-    sp.n = (int) job->n;
-    sp.seq_index = (int) sample;
-    sp.seed += sample;
+    *sp = job->sp;
+    sp->n = (int) job->n;
+    sp->seq_index = (int) sample;
+    sp->seed += sample;
 
     /* the engine caps it to what fits each prompt */
-    sp.max_tokens = job->max_tokens < 0 ? 0 : job->max_tokens;
+    sp->max_tokens = job->max_tokens < 0 ? 0 : job->max_tokens;
 
     err[0] = '\0';
-    lr = llm_request_create(ngx_http_llm_worker.engine, seq->prompt->ids,
-                            seq->prompt->n, &sp, err);
-    if (lr == NULL) {
+
+    if (llm_request_validate(ngx_http_llm_worker.model,
+                             ngx_http_llm_worker.max_model_len,
+                             seq->prompt->ids, seq->prompt->n, sp, err)
+        != 0)
+    {
         return ngx_http_llm_send_error(r, NGX_HTTP_BAD_REQUEST, NULL, NULL,
                                        "%s", err[0] ? err : "invalid request");
     }
-
-    llm_request_set_data(lr, seq);
-    llm_request_set_arrival(lr, seq->ctx->arrival);
-    seq->lreq = lr;
 
     return NGX_OK;
 }
@@ -452,7 +759,8 @@ ngx_http_llm_seq_create(ngx_http_request_t *r, ngx_http_llm_seq_t *seq)
 /*
  * The request is done with the engine: finished, failed, or its client went
  * away.  Sequences the engine still runs are cancelled, which frees their
- * KV cache at the engine's next step.
+ * KV cache at the engine's next step; they are billed what arrived here
+ * (the engine counts no more than that either).
  */
 
 void
@@ -467,20 +775,26 @@ ngx_http_llm_engine_release(ngx_http_llm_ctx_t *ctx)
         ctx->queued = 0;
     }
 
+    if (ctx->submitted && ctx->live.next) {
+        ngx_queue_remove(&ctx->live);
+        ctx->live.next = NULL;
+    }
+
     for (i = 0; i < ctx->n_seqs; i++) {
         seq = &ctx->seqs[i];
 
-        if (seq->lreq == NULL) {
+        if (seq->handle == 0) {
             continue;
         }
 
-        llm_request_set_data(seq->lreq, NULL);
+        if (w->client) {
+            if (!seq->engine_done && ctx->submitted) {
+                llm_client_cancel(w->client, seq->handle,
+                                  seq->stats.completion_tokens);
 
-        if (!seq->engine_done && ctx->submitted) {
-            /* bill every token the engine generated, also the ones still
-             * on their way here: no more come after the cancel */
-            seq->stats.completion_tokens = llm_engine_cancel(w->engine,
-                                                             seq->lreq);
+            } else {
+                llm_client_forget(w->client, seq->handle);
+            }
         }
 
         if (seq->finish == LLM_FINISH_NONE && ctx->submitted) {
@@ -488,9 +802,10 @@ ngx_http_llm_engine_release(ngx_http_llm_ctx_t *ctx)
             seq->finish = LLM_FINISH_ABORT;
         }
 
-        llm_request_release(seq->lreq);
-        seq->lreq = NULL;
+        seq->handle = 0;
     }
+
+    ngx_http_llm_flush(w);
 
     if (ctx->submitted && ctx->finish == LLM_FINISH_NONE) {
         ngx_http_llm_ctx_stats(ctx);
@@ -519,32 +834,34 @@ ngx_http_llm_engine_pause(ngx_http_llm_ctx_t *ctx, ngx_uint_t paused)
 
     ctx->paused = paused;
 
+    if (w->client == NULL) {
+        return;
+    }
+
     for (i = 0; i < ctx->n_seqs; i++) {
         seq = &ctx->seqs[i];
 
-        if (seq->lreq && !seq->engine_done) {
-            llm_engine_set_paused(w->engine, seq->lreq, (int) paused);
+        if (seq->handle && !seq->engine_done) {
+            llm_client_set_paused(w->client, seq->handle, (int) paused);
         }
     }
+
+    ngx_http_llm_flush(w);
 }
 
 
-/* llm_engine_drain() callback: copy, never write to the client here */
+/* llm_client_read() callback: copy, never write to the client here */
 
 static void
-ngx_http_llm_drain_output(llm_request *lr, const llm_output *out, void *data)
+ngx_http_llm_drain_output(void *req, uint64_t h, const llm_output *out,
+    void *data)
 {
     ngx_http_llm_worker_t  *w = data;
 
     ngx_http_llm_ctx_t  *ctx;
     ngx_http_llm_seq_t  *seq;
 
-    seq = llm_request_data(lr);
-
-    if (seq == NULL) {
-        return;     /* the request is gone; the engine finishes it as abort */
-    }
-
+    seq = req;
     ctx = seq->ctx;
 
     if (ngx_http_llm_append(seq, out) != NGX_OK) {
@@ -569,7 +886,7 @@ ngx_http_llm_drain_output(llm_request *lr, const llm_output *out, void *data)
     }
 
     if (!ctx->queued) {
-        ngx_queue_insert_tail(&w->ready, &ctx->queue);
+        ngx_queue_insert_tail(&w->ready_q, &ctx->queue);
         ctx->queued = 1;
     }
 }

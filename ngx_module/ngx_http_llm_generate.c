@@ -157,6 +157,10 @@ ngx_http_llm_deliver_body(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
     ngx_http_llm_engine_release(ctx);
     ctx->done = 1;
 
+    if (ctx->engine_lost) {
+        return ngx_http_llm_engine_lost_error(r);
+    }
+
     if (ctx->failed || ctx->finish == LLM_FINISH_ERROR) {
         return ngx_http_llm_send_error(r, NGX_HTTP_INTERNAL_SERVER_ERROR,
                                        NULL, NULL, "Internal server error");

@@ -88,7 +88,7 @@ ngx_http_llm_api_handler(ngx_http_request_t *r)
         return route->answer(r, &id);
     }
 
-    if (ngx_http_llm_worker.engine == NULL && !ngx_http_llm_worker.loading) {
+    if (!ngx_http_llm_worker.ready && !ngx_http_llm_worker.loading) {
         if (ngx_http_discard_request_body(r) != NGX_OK) {
             r->keepalive = 0;
         }
@@ -128,7 +128,7 @@ ngx_http_llm_body_handler(ngx_http_request_t *r)
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_module);
     ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
 
-    if (ngx_http_llm_worker.engine == NULL) {
+    if (!ngx_http_llm_worker.ready) {
         if (ngx_http_llm_worker.loading) {
             ngx_http_llm_wait_for_model(r, ctx);
             return;
@@ -239,6 +239,7 @@ ngx_http_llm_wait_for_model(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
     cln->data = ctx;
 
     ctx->arrival = llm_now();
+    ctx->waited = ctx->arrival;        /* its queue time starts here */
     ctx->waiting = 1;
     ngx_queue_insert_tail(&ngx_http_llm_worker.waiting, &ctx->wait);
 

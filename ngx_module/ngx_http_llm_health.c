@@ -32,7 +32,7 @@ ngx_http_llm_get_ready(ngx_http_request_t *r)
                                              "for \"%V\"", &r->uri);
     }
 
-    if (ngx_http_llm_worker.engine == NULL) {
+    if (!ngx_http_llm_worker.ready) {
         return ngx_http_llm_engine_unavailable(r);
     }
 

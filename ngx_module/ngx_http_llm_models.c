@@ -17,7 +17,7 @@ static void ngx_http_llm_model_card(ngx_http_request_t *r,
 ngx_int_t
 ngx_http_llm_models_list(ngx_http_request_t *r, ngx_str_t *id)
 {
-    if (ngx_http_llm_worker.engine == NULL) {
+    if (!ngx_http_llm_worker.ready) {
         return ngx_http_llm_engine_unavailable(r);
     }
 
@@ -30,7 +30,7 @@ ngx_http_llm_models_card(ngx_http_request_t *r, ngx_str_t *id)
 {
     ngx_http_llm_main_conf_t  *lmcf;
 
-    if (ngx_http_llm_worker.engine == NULL) {
+    if (!ngx_http_llm_worker.ready) {
         return ngx_http_llm_engine_unavailable(r);
     }
 

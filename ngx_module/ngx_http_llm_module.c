@@ -424,7 +424,6 @@ ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
 static ngx_int_t
 ngx_http_llm_postconfiguration(ngx_conf_t *cf)
 {
-    ngx_core_conf_t           *ccf;
     ngx_http_llm_main_conf_t  *lmcf;
 
     lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_llm_module);
@@ -433,30 +432,13 @@ ngx_http_llm_postconfiguration(ngx_conf_t *cf)
         return NGX_OK;
     }
 
-    /*
-     * One engine per worker: with a GPU, every worker would load the model
-     * into the same device and batch separately.  NGX_CONF_UNSET here means
-     * the default (1), or a worker_processes written after http{}; that
-     * case is caught again when the worker starts.
-     */
-
-    ccf = (ngx_core_conf_t *) ngx_get_conf(cf->cycle->conf_ctx,
-                                           ngx_core_module);
-
-    if (ngx_strncmp(lmcf->device.data, "cuda", 4) == 0
-        && ccf->worker_processes != NGX_CONF_UNSET
-        && ccf->worker_processes != 1)
-    {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"llm_device %V\" requires \"worker_processes 1\""
-                           ", got %i: every worker runs its own engine and "
-                           "would load the model onto the GPU again",
-                           &lmcf->device, ccf->worker_processes);
+    lmcf->thread_pool = ngx_thread_pool_add(cf, &lmcf->thread_pool_name);
+    if (lmcf->thread_pool == NULL) {
         return NGX_ERROR;
     }
 
-    lmcf->thread_pool = ngx_thread_pool_add(cf, &lmcf->thread_pool_name);
-    if (lmcf->thread_pool == NULL) {
+    /* one engine per nginx, whatever worker_processes says */
+    if (ngx_http_llm_engine_add_zone(cf) != NGX_OK) {
         return NGX_ERROR;
     }
 

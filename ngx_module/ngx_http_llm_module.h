@@ -3,8 +3,9 @@
  * ngx_http_llm_module.h -- types shared by the files of the llm module.
  *
  * The module is nginx glue around the engine of engine/llm.h: directives,
- * the HTTP/JSON/SSE front end of the OpenAI API, access-log variables, and
- * the bridge between the worker's event loop and the engine thread.
+ * the HTTP/JSON/SSE front end of the OpenAI API, access-log variables, the
+ * engine process every worker shares (ngx_http_llm_engine.c), and the
+ * bridge between a worker's event loop and it.
  *
  * A request travels through these files, in this order:
  *
@@ -17,8 +18,9 @@
  *   ngx_http_llm_params.c     (thread pool) sampling fields -> params
  *   ngx_http_llm_job.c        (thread pool) the job they fill
  *   ngx_http_llm_generate.c   submit, then deliver each drain's output
- *   ngx_http_llm_bridge.c     the engine: a request per sequence;
- *                             eventfd -> drain -> ready queue
+ *   ngx_http_llm_bridge.c     the engine: a request per sequence, sent
+ *                             to the engine process; its socket ->
+ *                             outputs -> ready queue
  *   ngx_http_llm_chat.c       render chunks / the final body (and
  *                             _completions.c, _responses.c, with
  *                             _chunk.c, _logprobs.c, _usage.c)
@@ -153,7 +155,7 @@ typedef struct {
 } ngx_http_llm_prompt_t;
 
 
-/* engine settings: one engine per worker, so they live in http{} only */
+/* engine settings: one engine per nginx, so they live in http{} only */
 typedef struct {
     ngx_str_t                   model;
     ngx_str_t                   served_model_name;
@@ -243,7 +245,8 @@ struct ngx_http_llm_job_s {
  */
 typedef struct {
     ngx_http_llm_ctx_t         *ctx;
-    llm_request                *lreq;          /* NULL once released */
+    uint64_t                    handle;        /* the engine's; 0 once
+                                                  released */
     ngx_uint_t                  index;
     ngx_http_llm_prompt_t      *prompt;
 
@@ -285,6 +288,8 @@ struct ngx_http_llm_ctx_s {
     const ngx_http_llm_route_t *route;
     ngx_http_llm_job_t         *job;
     ngx_queue_t                 queue;         /* in the ready queue */
+    ngx_queue_t                 live;          /* in the worker's live
+                                                  queue: submitted */
     ngx_queue_t                 wait;          /* in the worker's waiting
                                                   queue: the model loads */
 
@@ -297,6 +302,8 @@ struct ngx_http_llm_ctx_s {
     ngx_str_t                   model;         /* served model name */
     time_t                      created;
     double                      arrival;       /* llm_now(): body read */
+    double                      waited;        /* since when it waited for
+                                                  the engine, or 0 */
 
     /*
      * The whole request: with one sequence its record; with several the
@@ -336,23 +343,50 @@ struct ngx_http_llm_ctx_s {
     unsigned                    role_sent:1;
     unsigned                    item_started:1;   /* responses stream */
     unsigned                    failed:1;      /* out of memory on drain */
+    unsigned                    engine_lost:1; /* the engine process
+                                                  stopped under it */
     unsigned                    paused:1;      /* the engine holds it back:
                                                   the client is behind */
     unsigned                    done:1;        /* final output written */
 };
 
 
-/* the engine of this worker */
+/* where the engine process listens (ngx_http_llm_engine.c) */
 typedef struct {
-    llm_engine                 *engine;
+    ngx_uint_t                  generation;
+    ngx_pid_t                   pid;
+    ngx_uint_t                  spawned;       /* by this worker */
+    double                      started;       /* its spawn, llm_now() */
+    u_char                      sock[64];
+    size_t                      sock_len;
+} ngx_http_llm_engine_where_t;
+
+
+/*
+ * This worker's side of the engine: the model's metadata (tokenizer,
+ * template; loaded here), and the connection to the engine process.
+ * ready: connected, and the engine's hello arrived.
+ */
+typedef struct {
     const llm_model            *model;
-    ngx_connection_t           *notify;        /* the eventfd */
+    llm_model                  *own_model;
+    llm_client                 *client;
+    ngx_connection_t           *conn;          /* the engine's socket */
+    ngx_connection_t           *notify;        /* the loader's eventfd */
     int                         efd;
-    ngx_queue_t                 ready;
-    ngx_queue_t                 waiting;       /* requests for the model
-                                                  that still loads */
+    ngx_queue_t                 ready_q;       /* ctxs with new output */
+    ngx_queue_t                 waiting;       /* requests for an engine
+                                                  that is not ready */
+    ngx_queue_t                 live;          /* submitted ctxs */
+    ngx_event_t                 retry;         /* find the engine again */
+    ngx_http_llm_engine_where_t where;
+    ngx_http_llm_main_conf_t   *lmcf;
+    ngx_cycle_t                *cycle;
     int                         max_model_len;
-    unsigned                    loading:1;
+    double                      start;         /* this worker's, llm_now() */
+    unsigned                    loading:1;     /* requests wait */
+    unsigned                    ready:1;
+    unsigned                    kept:1;        /* logged once */
     char                        error[LLM_ERR_LEN];
 } ngx_http_llm_worker_t;
 
@@ -366,10 +400,19 @@ ngx_int_t ngx_http_llm_engine_start(ngx_cycle_t *cycle,
     ngx_http_llm_main_conf_t *lmcf);
 void ngx_http_llm_engine_stop(ngx_cycle_t *cycle);
 ngx_int_t ngx_http_llm_engine_unavailable(ngx_http_request_t *r);
+ngx_int_t ngx_http_llm_engine_lost_error(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_engine_submit(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx);
 void ngx_http_llm_engine_release(ngx_http_llm_ctx_t *ctx);
 void ngx_http_llm_engine_pause(ngx_http_llm_ctx_t *ctx, ngx_uint_t paused);
+
+/* ngx_http_llm_engine.c */
+ngx_int_t ngx_http_llm_engine_add_zone(ngx_conf_t *cf);
+ngx_int_t ngx_http_llm_engine_find(ngx_cycle_t *cycle,
+    ngx_http_llm_main_conf_t *lmcf, ngx_http_llm_engine_where_t *where,
+    ngx_msec_t *delay, char *err);
+void ngx_http_llm_engine_reason(ngx_uint_t generation, char *err);
+ngx_int_t ngx_http_llm_engine_stats(llm_engine_stats *st);
 
 /* ngx_http_llm_handler.c */
 ngx_int_t ngx_http_llm_api_handler(ngx_http_request_t *r);

@@ -179,7 +179,10 @@ ngx_http_llm_prometheus_handler(ngx_http_request_t *r)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    llm_engine_stats_get(ngx_http_llm_worker.engine, st);
+    /* the engine process's last snapshot, the same from every worker */
+    if (ngx_http_llm_engine_stats(st) != NGX_OK) {
+        ngx_memzero(st, sizeof(llm_engine_stats));
+    }
 
     if (ngx_http_llm_prom_labels(r, &pm) != NGX_OK) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -197,9 +200,9 @@ ngx_http_llm_prometheus_handler(ngx_http_request_t *r)
 
 
 /*
- * The labels every series carries.  "engine" is the worker's number: each
- * worker process runs its own engine (vLLM numbers its data-parallel
- * engines the same way); with one worker it is "0".
+ * The labels every series carries.  "engine" names the engine: one per
+ * nginx instance, shared by every worker, so it is "0" (vLLM numbers its
+ * data-parallel engines the same way).
  */
 
 static ngx_int_t
@@ -220,7 +223,7 @@ ngx_http_llm_prom_labels(ngx_http_request_t *r, ngx_http_llm_prom_t *pm)
         return NGX_ERROR;
     }
 
-    p = ngx_sprintf(start, "engine=\"%ui\"", ngx_worker);
+    p = ngx_sprintf(start, "engine=\"0\"");
     pm->engine.data = start;
     pm->engine.len = p - start;
 

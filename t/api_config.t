@@ -31,9 +31,6 @@ my @rejected = (
     [ 'llm_health without llm_model',
       { model => '', locations => 'location /h { llm_health; }' },
       qr/\[emerg\] "llm_health" requires "llm_model"/ ],
-    [ 'a GPU device with worker_processes 2',
-      { workers => 2, http => 'llm_device cuda:0;' },
-      qr/\[emerg\] "llm_device cuda:0" requires "worker_processes 1", got 2/ ],
     [ 'llm_device of an unknown kind', { http => 'llm_device gpu;' },
       qr/\[emerg\] "llm_device": invalid value "gpu", use auto, cpu or cuda:N/ ],
     [ 'llm_max_num_seqs 0', { http => 'llm_max_num_seqs 0;' },
@@ -74,6 +71,13 @@ for my $c (@rejected) {
     is($code, 1, "nginx -t fails: $name");
     like($text, $want, "... with the [emerg] line") or diag($text);
 }
+
+# one engine per nginx: a GPU is opened once, whatever worker_processes says
+($rc, $out) = $t->test_config(workers => 4, http => 'llm_device cuda:0;');
+is($rc, 0, 'nginx -t: llm_device cuda:0 with worker_processes 4 is valid')
+    or diag($out);
+($rc, $out) = $t->test_config(workers => 'auto', http => 'llm_device cuda:0;');
+is($rc, 0, '... and with worker_processes auto') or diag($out);
 
 ($rc, $out) = $t->test_config(workers => 2, http => "llm_speculative ngram tokens=3;\n"
     . "    llm_per_request_spec_decode_metrics summary;\n"

@@ -9,6 +9,7 @@
 #   engine/include (llm.h)  the public API: declarations only, any layer
 #   engine/util             <- jinja, tokenizer, grammar
 #                           <- model <- backend <- cpu, cuda/ <- engine/ (core)
+#                           <- engine/ipc (the engine behind a socket)
 cd "$(dirname "$0")/.." || exit 2
 
 rank() {
@@ -20,6 +21,7 @@ rank() {
     backend)                     echo 4 ;;
     cpu|cuda)                    echo 5 ;;
     core)                        echo 6 ;;
+    ipc)                         echo 7 ;;
     *)                           echo -1 ;;
     esac
 }

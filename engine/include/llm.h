@@ -320,6 +320,10 @@ void llm_request_set_data(llm_request *r, void *data);
  * TTFT and end-to-end latency; default: llm_request_create() time. */
 void llm_request_set_arrival(llm_request *r, double t);
 void *llm_request_data(const llm_request *r);
+/* The request has waited since t (llm_now() clock) for an engine to take
+ * it (a client held it while the engine started): its queue time counts
+ * from t.  0, the default: from when the engine takes it. */
+void llm_request_set_queued(llm_request *r, double t);
 int llm_engine_submit(llm_engine *e, llm_request *r);
 /* Parallel sampling (n > 1): submits r, whose prompt equals leader's, so
  * that it starts from the leader's computed prompt blocks instead of
@@ -342,6 +346,26 @@ void llm_request_release(llm_request *r);
 
 /* Calls fn for every request with new output; call after notify(). */
 void llm_engine_drain(llm_engine *e, llm_output_fn fn, void *data);
+
+/* llm_engine_cancel() for a client that received only the first n_billed
+ * tokens of r (a client in another process, engine/ipc): the tokens the
+ * engine made beyond them were never delivered, so r finishes with
+ * n_billed completion tokens and the engine's counters leave the others
+ * out; the access log and Prometheus agree. */
+int llm_engine_cancel_billed(llm_engine *e, llm_request *r, int n_billed);
+
+/* What llm_request_create() checks, without an engine: the prompt against
+ * the model and max_model_len, then llm_sampling_params_validate().  0, or
+ * -1 with the message in err (a client that validates before it sends). */
+int llm_request_validate(const llm_model *m, int max_model_len,
+    const int32_t *prompt, int n_prompt, const llm_sampling_params *p,
+    char *err);
+
+/* The model's metadata without an engine: config, generation config,
+ * tokenizer and chat template; the weights are only mapped, never read
+ * (a client that templates and tokenizes for an engine elsewhere). */
+llm_model *llm_model_load(const char *dir, char *err);
+void llm_model_free(llm_model *m);
 
 
 /*
@@ -396,5 +420,80 @@ typedef struct {
 void llm_engine_stats_get(llm_engine *e, llm_engine_stats *out);
 
 double llm_now(void);                    /* CLOCK_MONOTONIC seconds */
+
+
+/*
+ * The engine in a process of its own (engine/ipc): a server runs the
+ * engine and serves clients over unix stream sockets; a client (an nginx
+ * worker) submits, cancels and pauses requests and reads their outputs
+ * as the same llm_output the engine drains.  Messages are length-prefixed
+ * binary frames (engine/ipc/wire.h); both ends are the same build (the
+ * server is forked from a client), which the hello's version checks.
+ * Neither end blocks: sockets are non-blocking, what cannot be written
+ * yet is buffered.
+ */
+#define LLM_WIRE_VERSION 1
+
+typedef struct llm_server  llm_server;
+typedef struct llm_client  llm_client;
+
+/* The server, before its engine: cfg.notify = llm_server_notify and
+ * cfg.notify_data = the server, then llm_server_attach() the engine. */
+llm_server *llm_server_new(char *err);
+void llm_server_notify(void *server);
+/* listen_fd: a listening socket to accept clients on (their uid must be
+ * the server's), or -1. */
+void llm_server_attach(llm_server *s, llm_engine *e, int listen_fd);
+/* A connected client socket (a socketpair's end, in tests). */
+int llm_server_add_client(llm_server *s, int fd);
+/* One turn: waits at most timeout_ms for the engine, a client or extra_fd
+ * (-1: none; a pidfd, say), then does what arrived.  Returns 1 when
+ * extra_fd is readable, 0 otherwise. */
+int llm_server_poll(llm_server *s, int timeout_ms, int extra_fd);
+/* Called with the engine's stats after a drain that finished a request,
+ * before its outputs are written (so that whoever reads the stats after
+ * an output sees the output counted), and otherwise at most every
+ * interval seconds while anything changed. */
+void llm_server_on_stats(llm_server *s, double interval,
+    void (*fn)(const llm_engine_stats *st, void *data), void *data);
+/* Stops accepting clients (a retiring engine). */
+void llm_server_close_listener(llm_server *s);
+int llm_server_clients(const llm_server *s);
+int llm_server_requests(const llm_server *s);   /* in flight */
+/* Closes every client and frees the server (not the engine). */
+void llm_server_free(llm_server *s);
+
+/* A client of a server, on a connected socket it owns (made non-blocking). */
+llm_client *llm_client_new(int fd);
+void llm_client_free(llm_client *c);               /* closes the socket */
+int llm_client_fd(const llm_client *c);
+/* The server's hello arrived: it serves, with these values. */
+int llm_client_ready(const llm_client *c);
+int llm_client_max_model_len(const llm_client *c);
+const char *llm_client_device(const llm_client *c);
+const char *llm_client_device_reason(const llm_client *c);
+/* Queues a request (validated by the caller: llm_request_validate());
+ * leader: the handle of the first sample of the same prompt (n > 1), or
+ * 0; arrival and queued: llm_request_set_arrival() and
+ * llm_request_set_queued().  Returns its handle (never 0); its outputs
+ * come with req_data. */
+uint64_t llm_client_submit(llm_client *c, const int32_t *prompt,
+    int n_prompt, const llm_sampling_params *p, double arrival,
+    double queued, uint64_t leader, void *req_data);
+/* Cancels h, billed n_billed tokens (what arrived); no output comes for
+ * it after this call. */
+void llm_client_cancel(llm_client *c, uint64_t h, int n_billed);
+void llm_client_set_paused(llm_client *c, uint64_t h, int paused);
+/* The final output of h arrived or the caller let go: h is forgotten. */
+void llm_client_forget(llm_client *c, uint64_t h);
+/* Writes what is queued: 0 all of it, 1 the socket is full (wait until
+ * it is writable), -1 the connection failed. */
+int llm_client_flush(llm_client *c);
+typedef void (*llm_client_fn)(void *req_data, uint64_t h,
+    const llm_output *out, void *data);
+/* Reads what arrived and calls fn for each output of a request not
+ * forgotten: 0, or -1 once the server is gone (EOF or an error; every
+ * request in flight is lost). */
+int llm_client_read(llm_client *c, llm_client_fn fn, void *data);
 
 #endif /* LLM_H */

