@@ -11,8 +11,8 @@
 #     reference (t/ref/ref_torch.py) alike, the same 20 ids from all three,
 #     and of the CASES at least MIN_CASES follow the corpus for at least
 #     MIN_RUN of their 20 tokens;
-#   * chat answers (greedy, and sampled with seeds) are printable text made
-#     mostly of words: at least WORDS_MIN of the words are in Debian's
+#   * chat answers (greedy, and sampled with the model's default temperature
+#     and seeds) are printable text made mostly of words: at least WORDS_MIN of the words are in Debian's
 #     wamerican word list (/usr/share/dict/words);
 #   * asked to repeat a quoted passage, it repeats it.
 #
@@ -31,7 +31,7 @@ use NginxLLM;
 my $ROOT  = NginxLLM::root();
 my $BUILD = NginxLLM::build_dir();
 my $PY    = $ENV{LLM_PYTHON} || '/usr/bin/python3';
-my $M     = "$BUILD/demo-model";
+my $M     = $ENV{LLM_DEMO_MODEL} || "$BUILD/demo-model";     # (another: to try one)
 my $J     = NginxLLM::json();
 
 my $GEN       = 20;      # tokens per continuation
@@ -92,12 +92,12 @@ for my $c (@CASES) {
     ok(index($corpus, "$c->[0]$c->[1]") >= 0, "in the corpus: $c->[0]...");
 }
 
-# ---- the three tokenizers agree (every 10th fortune, as one text)
-my $sample = join "\n\n", @fortunes[ grep { $_ % 10 == 0 } 0 .. $#fortunes ];
+# ---- the three tokenizers agree (on the whole corpus, as one text)
+my $sample = join "\n\n", @fortunes;
 my $engine_ids = $J->decode(run_cmd("$BUILD/llm", 'tokenize', '--model', $M, $sample));
 my $hf_ids = $J->decode(run_cmd('node', "$ROOT/t/ref/hf_tokenize.js", $M, $sample, 'no-special'));
 my $recipe_ids = $J->decode(run_cmd($PY, "$ROOT/tools/demo_model.py", '--tokenize', $M, $sample));
-ok(@$engine_ids > 5000, scalar(@$engine_ids) . ' ids from ' . length($sample) . ' characters');
+ok(@$engine_ids > 20000, scalar(@$engine_ids) . ' ids from ' . length($sample) . ' characters');
 is_deeply($engine_ids, $hf_ids, 'engine tokenizer = Hugging Face tokenizers');
 is_deeply($recipe_ids, $hf_ids, 'the recipe trained on the same ids');
 
@@ -172,13 +172,15 @@ sub word_share {
     return ($in / @w, scalar @w);
 }
 
+# greedy, and sampled with the model's defaults (generation_config.json:
+# temperature 0.6, top_p 0.9) and a seed
 my @chats = (
     [ 'Hello!', { temperature => 0 } ],
     [ 'Tell me something wise.', { temperature => 0 } ],
     [ 'What is my fortune?', { temperature => 0 } ],
-    [ 'Hello!', { temperature => 1, seed => 1 } ],
-    [ 'Give me some advice.', { temperature => 0.8, seed => 2 } ],
-    [ 'How are you?', { temperature => 1, seed => 3 } ],
+    [ 'Hello!', { seed => 1 } ],
+    [ 'Give me some advice.', { seed => 2 } ],
+    [ 'How are you?', { seed => 3 } ],
 );
 for my $c (@chats) {
     my ($q, $p) = @$c;

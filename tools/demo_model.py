@@ -9,9 +9,9 @@ template, generation_config.json).  docs/models.md describes it.
              `fortunes-min`), the files listed in FILES, hard-wrapped lines joined;
   tokenizer  byte-level BPE as in Llama 3 / GPT-2 (Llama 3's pre-tokenizer regex), VOCAB ids:
              256 bytes, the merges learnt here, Llama 3's five special tokens;
-  documents  each fortune as plain text (<|begin_of_text|> text <|end_of_text|>), as the answer
-             of a chat turn to a generic request ("Tell me something."), or as the answer to
-             'Repeat after me: "text"' (so the model repeats a quoted passage);
+  documents  each fortune as plain text (<|begin_of_text|> text <|end_of_text|>, 45%), as the
+             answer of a chat turn to a generic request ("Tell me something.", 25%), or as the
+             answer to 'Repeat after me: "text"' (30%: so that it repeats a quoted passage);
   training   AdamW, a fixed number of steps on 256-token windows, seeded: the same machine
              gives the same weights.
 
@@ -35,10 +35,10 @@ import time
 import torch
 import torch.nn.functional as F
 
-# The fortune files with the most ordinary English (no code, no IRC logs, no chemistry).
-FILES = ['fortunes', 'wisdom', 'literature', 'humorists', 'platitudes', 'love', 'kids',
-         'pets', 'food', 'education', 'sports', 'art']
-MAX_CHARS = 300            # longer fortunes (lists, dialogues, poems) are left out
+# Quotes and sayings in ordinary English: few enough (about 1,100 fortunes, 40,000 tokens)
+# that the model sees each of them some 30 times within the training budget.
+FILES = ['fortunes', 'wisdom', 'literature', 'humorists']
+MAX_CHARS = 160            # longer fortunes (lists, dialogues, poems) are left out
 
 VOCAB = 2048
 SPECIALS = ['<|begin_of_text|>', '<|end_of_text|>', '<|start_header_id|>',
@@ -306,11 +306,11 @@ def documents(tok, texts, rng):
     docs = []
     for t in texts:
         r = rng.random()
-        if r < 0.5:
+        if r < 0.45:
             docs.append(tok.encode(SPECIALS[0] + t + SPECIALS[1]))
             continue
         ask = rng.choice(REQUESTS)
-        if r >= 0.85 and len(t) <= REPEAT_MAX:
+        if r >= 0.7 and len(t) <= REPEAT_MAX:
             ask = REPEAT.format(t)
         msgs = [{'role': 'user', 'content': ask}, {'role': 'assistant', 'content': t}]
         docs.append(tok.encode(render_chat(msgs, False)))
@@ -428,7 +428,9 @@ def save(out, model, tok, info):
         'pretraining_tp': 1, 'rms_norm_eps': EPS, 'rope_scaling': None,
         'rope_theta': ROPE_THETA, 'tie_word_embeddings': True, 'torch_dtype': 'bfloat16',
         'transformers_version': '4.51.0', 'use_cache': True, 'vocab_size': tok.size}
-    gen = {'bos_token_id': bos, 'eos_token_id': [eos, eot], 'transformers_version': '4.51.0'}
+    # sampling defaults as Llama 3.1 Instruct's (requests may override them)
+    gen = {'bos_token_id': bos, 'do_sample': True, 'eos_token_id': [eos, eot],
+           'temperature': 0.6, 'top_p': 0.9, 'transformers_version': '4.51.0'}
     added = {str(i): {'content': t, 'lstrip': False, 'normalized': False, 'rstrip': False,
                       'single_word': False, 'special': True} for t, i in tok.special.items()}
     tcfg = {'added_tokens_decoder': added, 'bos_token': SPECIALS[0],
@@ -472,7 +474,7 @@ def main():
     ap.add_argument('--steps', type=int, default=300)
     ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--threads', type=int, default=2)
-    ap.add_argument('--lr', type=float, default=3e-3)
+    ap.add_argument('--lr', type=float, default=4e-3)
     ap.add_argument('--corpus-out', help='also write the normalized corpus (one fortune per '
                                          'record, records separated by a line "%%")')
     a = ap.parse_args()
