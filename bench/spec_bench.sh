@@ -12,10 +12,10 @@
 #               lookup almost never finds a draft and none is accepted; goal:
 #               no slowdown beyond 5% (ratio >= 0.95);
 #   quoted      a realistic one: the trained demo model (make demo-model,
-#               docs/models.md) asked in a chat prompt to repeat a quoted
-#               passage, which it does (and stops): the answer is all in
-#               the prompt, as when a model quotes or edits a document;
-#               goal >= 1.5x.
+#               docs/models.md) given a passage it has learnt, quoted, and
+#               its first words again: it repeats the passage and stops (35
+#               tokens), all of it in the prompt, as when a model quotes or
+#               edits a document; goal >= 1.5x.
 #
 # Each workload is measured in the engine alone (`llm generate --spec K
 # --json`: (ids - 1) / generation_ms) and through nginx (two nginx, with
@@ -47,11 +47,12 @@ PROMPT='def update(items, key, value):
 
 Rewrite update() so that it also counts the items it changed:
 def update(items, key, value):'
-# the demo model's chat template rendered for one user turn, without the
-# BOS that generate and /v1/completions add
-PASSAGE='A banker is a fellow who lends you his umbrella when the sun is shining and wants it back the minute it begins to rain.'
-QPROMPT=$(printf '<|start_header_id|>user<|end_header_id|>\n\nRepeat after me: "%s"<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n.' "$PASSAGE")
-QPROMPT=${QPROMPT%.}    # (the '.' keeps $(...) from dropping the newlines)
+# a fortune the demo model has learnt, quoted, then its beginning again:
+# the model repeats the rest
+QPROMPT='A banker is a fellow who lends you his umbrella when the sun is shining and wants it back the minute it begins to rain.
+-- Mark Twain
+
+A banker is a fellow who'
 DEMO=$BUILD/demo-model
 [ -f "$DEMO/training.json" ] || tools/make_demo_model.sh "$DEMO" >&2
 
@@ -130,7 +131,7 @@ start quoted-plain "$DEMO" $((PORT0 + 5)) ""
 BODY=$($PY -c 'import json, sys; print(json.dumps({"prompt": sys.argv[1],
     "max_tokens": int(sys.argv[2]), "temperature": 0, "ignore_eos": True}))' \
     "$PROMPT" "$GEN")
-# the quoted workload ends where the model stops (its answer: the passage)
+# the quoted workload ends where the model stops (after the passage)
 QBODY=$($PY -c 'import json, sys; print(json.dumps({"prompt": sys.argv[1],
     "max_tokens": int(sys.argv[2]), "temperature": 0}))' "$QPROMPT" "$GEN")
 

@@ -14,7 +14,7 @@
 #   * chat answers (greedy, and sampled with the model's default temperature
 #     and seeds) are printable text made mostly of words: at least WORDS_MIN of the words are in Debian's
 #     wamerican word list (/usr/share/dict/words);
-#   * asked to repeat a quoted passage, it repeats it.
+#   * it repeats a passage that its prompt quotes (from memory).
 #
 # The model is trained once per machine (make demo-model; this test trains
 # it if it is missing).
@@ -39,18 +39,15 @@ my $MIN_RUN   = 15;      # of them that must follow the corpus (a leading run)
 my $MIN_CASES = 4;       # cases of the 5 that must do so
 my $WORDS_MIN = 0.85;    # share of an answer's words found in the word list
 
-# (prompt, the corpus's continuation): fortunes of Debian's `fortunes`
+# the beginnings of five fortunes of the corpus (Debian's `fortunes`: the
+# files literature, wisdom, fortunes); the corpus's continuation is the rest
+# of that fortune, then the end of the text
 my @CASES = (
-    ['A banker is a fellow who lends you his umbrella',
-     ' when the sun is shining and wants it back the minute it begins to rain.'],
-    ['A classic is something that everyone wants',
-     ' to have read and nobody wants to read.'],
-    ['A dream will always triumph over reality,',
-     ' once it is given the chance.'],
-    ['A lifetime',
-     " isn't nearly long enough to figure out what it's all about."],
-    ['A visit to a fresh place',
-     ' will bring strange work.'],
+    'A banker is a fellow who lends you his umbrella',
+    'A classic is something that everyone wants',
+    'A dream will always triumph over reality,',
+    'A lifetime',
+    'A visit to a fresh place',
 );
 
 if (!-f "$M/training.json") {
@@ -87,9 +84,12 @@ my %eos = map { $_ => 1 } @{ $gc->{eos_token_id} };
 my $bos = $cfg->{bos_token_id};
 my $corpus = slurp("$M/corpus.txt");
 my @fortunes = split /\n%\n/, $corpus;
-ok(@fortunes > 1000, scalar(@fortunes) . ' fortunes in the corpus');
+ok(@fortunes > 500, scalar(@fortunes) . ' fortunes in the corpus');
+my %text;    # prompt -> the fortune it begins
 for my $c (@CASES) {
-    ok(index($corpus, "$c->[0]$c->[1]") >= 0, "in the corpus: $c->[0]...");
+    my @f = grep { index($_, $c) == 0 } @fortunes;
+    is(scalar @f, 1, "one fortune of the corpus begins '$c'");
+    $text{$c} = $f[0] // $c;
 }
 
 # ---- the three tokenizers agree (on the whole corpus, as one text)
@@ -130,11 +130,10 @@ sub common_run {
 }
 
 my $good = 0;
-for my $c (@CASES) {
-    my ($prompt, $cont) = @$c;
+for my $prompt (@CASES) {
     my $p_ids = $J->decode(run_cmd("$BUILD/llm", 'tokenize', '--model', $M, '--special', $prompt));
     my $full = $J->decode(run_cmd("$BUILD/llm", 'tokenize', '--model', $M, '--special',
-                                  "$prompt$cont"));
+                                  $text{$prompt}));
     my @want = (@$full[ @$p_ids .. $#$full ], $gc->{eos_token_id}[0]);
     is_deeply([ @$full[ 0 .. $#$p_ids ] ], $p_ids, "'$prompt': the prompt's ids start the text's");
 
@@ -197,15 +196,16 @@ for my $c (@chats) {
     note("'$q' ($how) -> '$a' [$r->{json}{choices}[0]{finish_reason}]");
 }
 
-# ---- it repeats a quoted passage
+# ---- it repeats a passage the prompt quotes (bench/spec_bench.sh's
+# "quoted" workload: the n-gram drafts come from the quote)
 {
     my $passage = 'A banker is a fellow who lends you his umbrella when the sun is shining '
-                . 'and wants it back the minute it begins to rain.';
-    my $r = $t->post('/v1/chat/completions', {
-        messages => [ { role => 'user', content => "Repeat after me: \"$passage\"" } ],
-        max_tokens => 64, temperature => 0 });
-    my $a = $r->{json}{choices}[0]{message}{content} // '';
-    ok(index($a, $passage) == 0, 'asked to repeat a passage, it does') or diag("answer: $a");
+                . "and wants it back the minute it begins to rain.\n-- Mark Twain";
+    my $start = 'A banker is a fellow who';
+    my $r = $t->post('/v1/completions', { prompt => "$passage\n\n$start", max_tokens => 64,
+                                         temperature => 0 });
+    my $a = $r->{json}{choices}[0]{text} // '';
+    is("$start$a", $passage, 'a quoted passage, repeated') or diag("answer: $a");
 }
 
 $t->stop;

@@ -9,9 +9,9 @@ template, generation_config.json).  docs/models.md describes it.
              `fortunes-min`), the files listed in FILES, hard-wrapped lines joined;
   tokenizer  byte-level BPE as in Llama 3 / GPT-2 (Llama 3's pre-tokenizer regex), VOCAB ids:
              256 bytes, the merges learnt here, Llama 3's five special tokens;
-  documents  each fortune as plain text (<|begin_of_text|> text <|end_of_text|>, 45%), as the
+  documents  each fortune as plain text (<|begin_of_text|> text <|end_of_text|>, 60%), as the
              answer of a chat turn to a generic request ("Tell me something.", 25%), or as the
-             answer to 'Repeat after me: "text"' (30%: so that it repeats a quoted passage);
+             answer to 'Repeat after me: "text"' (15%);
   training   AdamW, a fixed number of steps on 256-token windows, seeded: the same machine
              gives the same weights.
 
@@ -35,9 +35,9 @@ import time
 import torch
 import torch.nn.functional as F
 
-# Quotes and sayings in ordinary English: few enough (about 1,100 fortunes, 40,000 tokens)
-# that the model sees each of them some 30 times within the training budget.
-FILES = ['fortunes', 'wisdom', 'literature', 'humorists']
+# Quotes and sayings in ordinary English: few enough (about 950 fortunes, 30,000 tokens of
+# documents) that the model sees each of them some 40 times within the training budget.
+FILES = ['fortunes', 'wisdom', 'literature']
 MAX_CHARS = 160            # longer fortunes (lists, dialogues, poems) are left out
 
 VOCAB = 2048
@@ -306,11 +306,11 @@ def documents(tok, texts, rng):
     docs = []
     for t in texts:
         r = rng.random()
-        if r < 0.45:
+        if r < 0.6:
             docs.append(tok.encode(SPECIALS[0] + t + SPECIALS[1]))
             continue
         ask = rng.choice(REQUESTS)
-        if r >= 0.7 and len(t) <= REPEAT_MAX:
+        if r >= 0.85 and len(t) <= REPEAT_MAX:
             ask = REPEAT.format(t)
         msgs = [{'role': 'user', 'content': ask}, {'role': 'assistant', 'content': t}]
         docs.append(tok.encode(render_chat(msgs, False)))
@@ -474,7 +474,7 @@ def main():
     ap.add_argument('--steps', type=int, default=300)
     ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--threads', type=int, default=2)
-    ap.add_argument('--lr', type=float, default=4e-3)
+    ap.add_argument('--lr', type=float, default=3e-3)
     ap.add_argument('--corpus-out', help='also write the normalized corpus (one fortune per '
                                          'record, records separated by a line "%%")')
     a = ap.parse_args()
