@@ -12,12 +12,15 @@ template, generation_config.json).  docs/models.md describes it.
   documents  each fortune as plain text (<|begin_of_text|> text <|end_of_text|>, 60%), as the
              answer of a chat turn to a generic request ("Tell me something.", 25%), or as the
              answer to 'Repeat after me: "text"' (15%);
-  training   AdamW, a fixed number of steps on 256-token windows, seeded: the same machine
-             gives the same weights.
+  training   AdamW, a fixed number of steps on 128-token windows, seeded (the data and the
+             initial weights; torch's threaded CPU kernels still sum in a varying order, so
+             two runs end on slightly different weights).
 
 usage: /usr/bin/python3 tools/demo_model.py --out DIR [--steps N] [--seed N] [--threads N]
-       [--fortunes DIR] [--corpus-out FILE]
+       [--lr F] [--fortunes DIR] [--corpus-out FILE]
+       /usr/bin/python3 tools/demo_model.py --tokenize MODEL_DIR TEXT
 Prints one JSON line at the end: steps, tokens, loss, wall and CPU seconds, load average.
+--tokenize prints the ids the recipe's encoder gives TEXT (what the tests compare).
 Run it with Debian's torch; tools/make_demo_model.sh runs it as the Makefile wants (OpenBLAS,
 cached under build/).
 """
