@@ -2,6 +2,7 @@
 #
 #   make            build/libllm.a, build/llm, build/ngx_http_llm_module.so
 #   make run        install what is missing, build, serve the demo model on 127.0.0.1:8000
+#   make demo-model train the demo model into build/demo-model (once: cached)
 #   make test       install what is missing, build, run every test
 #   make asan       the same binaries under AddressSanitizer in build/asan/
 #
@@ -58,7 +59,7 @@ CUDA_CU_OBJS   = $(patsubst %.cu,$(BUILD)/%.o,$(wildcard cuda/*.cu))
 CUDA_LIBS      = -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublas -lcublasLt
 
 .PHONY: all lib cli module unit test run deps asan clean bench fuzz-jinja fuzz-tokenizer fuzz-http \
-	check-layers test-build test-under-load \
+	check-layers test-build test-under-load demo-model \
 	template-bench cuda
 
 all: lib cli module
@@ -177,11 +178,13 @@ test: deps
 	$(MAKE) test-build
 	tools/run_tests.sh $(BUILD)
 
-# what the tests run: the layer check, every binary, the ASan builds
+# what the tests run: the layer check, every binary, the ASan builds, the
+# demo model
 test-build:
 	$(MAKE) check-layers
 	$(MAKE) all unit
 	$(MAKE) asan
+	$(MAKE) demo-model
 
 # the integration tests while busy loops hold every core (CI is busy too)
 test-under-load: deps
@@ -189,8 +192,15 @@ test-under-load: deps
 	tools/test_under_load.sh $(BUILD)
 
 run: deps
-	$(MAKE) all
+	$(MAKE) all demo-model
 	tools/run_demo.sh $(BUILD)
+
+# The demo model: a small Llama trained here on Debian's fortunes
+# (tools/demo_model.py, docs/models.md); trained again only when the recipe
+# changes.
+demo-model: $(BUILD)/demo-model/training.json
+$(BUILD)/demo-model/training.json: tools/demo_model.py tools/make_demo_model.sh
+	tools/make_demo_model.sh $(BUILD)/demo-model
 
 # the engine's one-way dependencies and the module's one seam, llm.h
 # (docs/architecture.md)

