@@ -72,8 +72,6 @@ typedef struct {
 } ngx_http_llm_engine_sh_t;
 
 
-static ngx_int_t ngx_http_llm_engine_init_zone(ngx_shm_zone_t *zone,
-    void *data);
 static uint64_t ngx_http_llm_engine_fingerprint(
     ngx_http_llm_main_conf_t *lmcf);
 static ngx_uint_t ngx_http_llm_engine_alive(ngx_pid_t pid);
@@ -96,50 +94,13 @@ static ngx_shm_zone_t  *ngx_http_llm_engine_zone;
 ngx_int_t
 ngx_http_llm_engine_add_zone(ngx_conf_t *cf)
 {
-    size_t     size;
     ngx_str_t  name = ngx_string("llm_engine");
 
-    size = sizeof(ngx_http_llm_engine_sh_t);
-    size += size / 16 + 8 * ngx_pagesize;
+    /* a reload keeps the running engine's block */
+    ngx_http_llm_engine_zone = ngx_http_llm_struct_zone_add(cf, &name,
+                                       sizeof(ngx_http_llm_engine_sh_t));
 
-    ngx_http_llm_engine_zone = ngx_shared_memory_add(cf, &name, size,
-                                                     &ngx_http_llm_module);
-    if (ngx_http_llm_engine_zone == NULL) {
-        return NGX_ERROR;
-    }
-
-    ngx_http_llm_engine_zone->init = ngx_http_llm_engine_init_zone;
-
-    return NGX_OK;
-}
-
-
-static ngx_int_t
-ngx_http_llm_engine_init_zone(ngx_shm_zone_t *zone, void *data)
-{
-    ngx_slab_pool_t  *shpool;
-
-    if (data) {
-        /* a reload: the running engine carries over */
-        zone->data = data;
-        return NGX_OK;
-    }
-
-    shpool = (ngx_slab_pool_t *) zone->shm.addr;
-
-    if (zone->shm.exists) {
-        zone->data = shpool->data;
-        return NGX_OK;
-    }
-
-    zone->data = ngx_slab_calloc(shpool, sizeof(ngx_http_llm_engine_sh_t));
-    if (zone->data == NULL) {
-        return NGX_ERROR;
-    }
-
-    shpool->data = zone->data;
-
-    return NGX_OK;
+    return ngx_http_llm_engine_zone ? NGX_OK : NGX_ERROR;
 }
 
 

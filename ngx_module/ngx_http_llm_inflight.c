@@ -42,8 +42,6 @@ typedef struct {
 } ngx_http_llm_inflight_sh_t;
 
 
-static ngx_int_t ngx_http_llm_inflight_init_zone(ngx_shm_zone_t *zone,
-    void *data);
 static void ngx_http_llm_inflight_scan(ngx_event_t *ev);
 
 
@@ -56,51 +54,13 @@ static ngx_event_t                  ngx_http_llm_inflight_timer;
 ngx_int_t
 ngx_http_llm_inflight_add_zone(ngx_conf_t *cf)
 {
-    size_t     size;
     ngx_str_t  name = ngx_string("llm_inflight");
 
-    /* the slab pool's own header and page table take about 1/64 */
-    size = sizeof(ngx_http_llm_inflight_sh_t);
-    size += size / 16 + 8 * ngx_pagesize;
+    /* a reload keeps the slots of the running workers */
+    ngx_http_llm_inflight_zone = ngx_http_llm_struct_zone_add(cf, &name,
+                                       sizeof(ngx_http_llm_inflight_sh_t));
 
-    ngx_http_llm_inflight_zone = ngx_shared_memory_add(cf, &name, size,
-                                                       &ngx_http_llm_module);
-    if (ngx_http_llm_inflight_zone == NULL) {
-        return NGX_ERROR;
-    }
-
-    ngx_http_llm_inflight_zone->init = ngx_http_llm_inflight_init_zone;
-
-    return NGX_OK;
-}
-
-
-static ngx_int_t
-ngx_http_llm_inflight_init_zone(ngx_shm_zone_t *zone, void *data)
-{
-    ngx_slab_pool_t  *shpool;
-
-    if (data) {
-        /* a reload: the slots of the running workers carry over */
-        zone->data = data;
-        return NGX_OK;
-    }
-
-    shpool = (ngx_slab_pool_t *) zone->shm.addr;
-
-    if (zone->shm.exists) {
-        zone->data = shpool->data;
-        return NGX_OK;
-    }
-
-    zone->data = ngx_slab_calloc(shpool, sizeof(ngx_http_llm_inflight_sh_t));
-    if (zone->data == NULL) {
-        return NGX_ERROR;
-    }
-
-    shpool->data = zone->data;
-
-    return NGX_OK;
+    return ngx_http_llm_inflight_zone ? NGX_OK : NGX_ERROR;
 }
 
 

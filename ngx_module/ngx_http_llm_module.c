@@ -27,6 +27,8 @@ static char *ngx_http_llm_responses_store(ngx_conf_t *cf, ngx_command_t *cmd,
 static char *ngx_http_llm_handler_set(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 
+static ngx_int_t ngx_http_llm_struct_zone_init(ngx_shm_zone_t *zone,
+    void *data);
 static ngx_int_t ngx_http_llm_init_process(ngx_cycle_t *cycle);
 static void ngx_http_llm_exit_process(ngx_cycle_t *cycle);
 
@@ -758,4 +760,68 @@ ngx_http_llm_exit_process(ngx_cycle_t *cycle)
 {
     ngx_http_llm_inflight_exit_process();
     ngx_http_llm_engine_stop(cycle);
+}
+
+
+/*
+ * A shared memory zone that holds one zeroed struct of "size" bytes (its
+ * zone->data once initialized), kept across reloads: nginx reuses a zone
+ * of the same name, size and tag, and the new cycle gets the old struct.
+ */
+
+ngx_shm_zone_t *
+ngx_http_llm_struct_zone_add(ngx_conf_t *cf, ngx_str_t *name, size_t size)
+{
+    size_t          *need;
+    ngx_shm_zone_t  *zone;
+
+    need = ngx_palloc(cf->pool, sizeof(size_t));
+    if (need == NULL) {
+        return NULL;
+    }
+
+    *need = size;
+
+    /* the slab pool's own header and page table take about 1/64 */
+    zone = ngx_shared_memory_add(cf, name, size + size / 16 + 8 * ngx_pagesize,
+                                 &ngx_http_llm_module);
+    if (zone == NULL) {
+        return NULL;
+    }
+
+    zone->init = ngx_http_llm_struct_zone_init;
+    zone->data = need;
+
+    return zone;
+}
+
+
+static ngx_int_t
+ngx_http_llm_struct_zone_init(ngx_shm_zone_t *zone, void *data)
+{
+    size_t            size;
+    ngx_slab_pool_t  *shpool;
+
+    if (data) {
+        /* a reload: the struct carries over */
+        zone->data = data;
+        return NGX_OK;
+    }
+
+    size = *(size_t *) zone->data;
+    shpool = (ngx_slab_pool_t *) zone->shm.addr;
+
+    if (zone->shm.exists) {
+        zone->data = shpool->data;
+        return NGX_OK;
+    }
+
+    zone->data = ngx_slab_calloc(shpool, size);
+    if (zone->data == NULL) {
+        return NGX_ERROR;
+    }
+
+    shpool->data = zone->data;
+
+    return NGX_OK;
 }

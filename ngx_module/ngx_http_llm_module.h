@@ -406,6 +406,10 @@ ngx_int_t ngx_http_llm_engine_submit(ngx_http_request_t *r,
 void ngx_http_llm_engine_release(ngx_http_llm_ctx_t *ctx);
 void ngx_http_llm_engine_pause(ngx_http_llm_ctx_t *ctx, ngx_uint_t paused);
 
+/* ngx_http_llm_module.c */
+ngx_shm_zone_t *ngx_http_llm_struct_zone_add(ngx_conf_t *cf, ngx_str_t *name,
+    size_t size);
+
 /* ngx_http_llm_engine.c */
 ngx_int_t ngx_http_llm_engine_add_zone(ngx_conf_t *cf);
 ngx_int_t ngx_http_llm_engine_find(ngx_cycle_t *cycle,
