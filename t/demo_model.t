@@ -205,7 +205,10 @@ for my $c (@chats) {
     my $r = $t->post('/v1/completions', { prompt => "$passage\n\n$start", max_tokens => 64,
                                          temperature => 0 });
     my $a = $r->{json}{choices}[0]{text} // '';
-    is("$start$a", $passage, 'a quoted passage, repeated') or diag("answer: $a");
+    # the passage is repeated; what the model says after it (another
+    # attribution, a second fortune) is not the point
+    is(substr("$start$a", 0, length $passage), $passage, 'a quoted passage, repeated')
+        or diag("answer: $a");
 }
 
 $t->stop;

@@ -48,7 +48,7 @@ SPECIALS = ['<|begin_of_text|>', '<|end_of_text|>', '<|start_header_id|>',
             '<|end_header_id|>', '<|eot_id|>']
 SHAPE = dict(hidden=256, layers=4, heads=8, kv_heads=4, intermediate=768)
 WINDOW = 128               # training context
-BATCH = 32                 # windows per step
+BATCH = 24                 # windows per step
 ROPE_THETA = 10000.0
 MAX_POSITION = 2048
 EPS = 1e-5

@@ -20,6 +20,10 @@ fi
 mkdir -p "$PREFIX/conf" "$PREFIX/logs" "$PREFIX/temp" "$PREFIX/modules" \
          "$PREFIX/models"
 ln -sf "$BUILD/ngx_http_llm_module.so" "$PREFIX/modules/"
+# the CUDA backend, when it was built, is found next to the module
+if [ -f "$BUILD/libllm_cuda.so" ]; then
+    ln -sf "$BUILD/libllm_cuda.so" "$PREFIX/modules/"
+fi
 ln -sfn "$MODEL" "$PREFIX/models/demo-model"
 cp conf/demo.conf "$PREFIX/conf/nginx.conf"
 
