@@ -246,15 +246,24 @@ llm_wread_bytes(llm_wread *r, size_t n)
 }
 
 
+/* n bytes into v, left as they are (zero) when the frame is short */
+static void
+llm_wread_copy(llm_wread *r, void *v, size_t n)
+{
+    const void  *p = llm_wread_bytes(r, n);
+
+    if (p) {
+        memcpy(v, p, n);
+    }
+}
+
+
 uint32_t
 llm_wread_u32(llm_wread *r)
 {
     uint32_t     v = 0;
-    const void  *p = llm_wread_bytes(r, sizeof(v));
 
-    if (p) {
-        memcpy(&v, p, sizeof(v));
-    }
+    llm_wread_copy(r, &v, sizeof(v));
     return v;
 }
 
@@ -263,11 +272,8 @@ uint64_t
 llm_wread_u64(llm_wread *r)
 {
     uint64_t     v = 0;
-    const void  *p = llm_wread_bytes(r, sizeof(v));
 
-    if (p) {
-        memcpy(&v, p, sizeof(v));
-    }
+    llm_wread_copy(r, &v, sizeof(v));
     return v;
 }
 
@@ -276,11 +282,8 @@ double
 llm_wread_f64(llm_wread *r)
 {
     double       v = 0;
-    const void  *p = llm_wread_bytes(r, sizeof(v));
 
-    if (p) {
-        memcpy(&v, p, sizeof(v));
-    }
+    llm_wread_copy(r, &v, sizeof(v));
     return v;
 }
 
