@@ -22,6 +22,7 @@
 #   a base module: git worktree add /tmp/base <commit> && make -C /tmp/base module
 set -eu
 cd "$(dirname "$0")/.."
+. bench/nginx_lib.sh
 ROOT=$PWD
 BUILD=$(realpath -m "${1:-build}")
 : "${BASE_SO:?set BASE_SO to the module of the in-worker engine}"
@@ -43,25 +44,12 @@ if [ ! -f "$MODEL/config.json" ]; then
         --intermediate 128 --tie --rope-llama3 --seed 7 >/dev/null
 fi
 
-USER_DIRECTIVE=""
-[ "$(id -u)" = 0 ] && USER_DIRECTIVE="user root;"
-
 # start NAME SO WORKERS PORT
 start() {
     P=$OUT/engine-process-$1
     rm -rf "$P"
-    mkdir -p "$P/conf" "$P/logs" "$P/temp"
-    chmod 0755 "$P" "$P/temp"
-    cat > "$P/conf/nginx.conf" <<CONF
-load_module $2;
-worker_processes $3;
-pid $P/logs/nginx.pid;
-error_log $P/logs/error.log notice;
-thread_pool llm threads=2;
-events { worker_connections 1024; }
-http {
-    client_body_temp_path $P/temp/body;
-    access_log off;
+    nginx_prefix "$P"
+    { nginx_conf_head "$P" "$2" $3; cat <<CONF
     keepalive_requests 1000000;
     llm_model $MODEL;
     llm_served_model_name tiny;
@@ -76,8 +64,8 @@ http {
     }
 }
 CONF
-    /usr/sbin/nginx -p "$P/" -c "$P/conf/nginx.conf" -e "$P/logs/error.log" \
-        -g "$USER_DIRECTIVE"
+    } > "$P/conf/nginx.conf"
+    nginx_start "$P"
     for i in $(seq 1 200); do
         curl -sf -o /dev/null "http://127.0.0.1:$4/health" && return 0
         sleep 0.1

@@ -21,6 +21,7 @@
 #   env: ROUNDS=9 SECONDS_EACH=6 CONNS=32 STREAMS=64 GEN=16 THREADS=2
 set -eu
 cd "$(dirname "$0")/.."
+. bench/nginx_lib.sh
 ROOT=$PWD
 BUILD=$(realpath -m "${1:-build}")
 ROUNDS=${ROUNDS:-9}
@@ -35,8 +36,8 @@ MODEL=$BUILD/bench-models/tiny
 PORT=${PORT:-18431}
 export NODE_PATH=$ROOT/node_modules
 
-mkdir -p "$OUT" "$P/conf" "$P/logs" "$P/temp"
-chmod 0755 "$P" "$P/temp"
+mkdir -p "$OUT"
+nginx_prefix "$P"
 
 if [ ! -f "$MODEL/config.json" ]; then
     "$BUILD/llm" make-model \
@@ -45,21 +46,7 @@ if [ ! -f "$MODEL/config.json" ]; then
         --intermediate 128 --tie --rope-llama3 --seed 7 >/dev/null
 fi
 
-cat > "$P/conf/nginx.conf" <<CONF
-load_module $BUILD/ngx_http_llm_module.so;
-worker_processes 1;
-daemon on;
-pid $P/logs/nginx.pid;
-error_log $P/logs/error.log notice;
-thread_pool llm threads=2;
-events { worker_connections 1024; }
-http {
-    client_body_temp_path $P/temp/body;
-    proxy_temp_path $P/temp/proxy;
-    fastcgi_temp_path $P/temp/fastcgi;
-    uwsgi_temp_path $P/temp/uwsgi;
-    scgi_temp_path $P/temp/scgi;
-    access_log off;
+{ nginx_conf_head "$P" "$BUILD/ngx_http_llm_module.so" 1; cat <<CONF
     keepalive_requests 1000000;
 
     llm_model $MODEL;
@@ -77,12 +64,9 @@ http {
     }
 }
 CONF
+} > "$P/conf/nginx.conf"
 
-# as root, keep the workers root: "nobody" may not read a checkout in /root
-USER_DIRECTIVE=""
-[ "$(id -u)" = 0 ] && USER_DIRECTIVE="user root;"
-/usr/sbin/nginx -p "$P/" -c "$P/conf/nginx.conf" -e "$P/logs/error.log" \
-    -g "$USER_DIRECTIVE"
+nginx_start "$P"
 trap 'kill -QUIT $(cat "$P/logs/nginx.pid") 2>/dev/null || true' EXIT
 for i in $(seq 1 100); do
     curl -sf -o /dev/null "http://127.0.0.1:$PORT/health" && break

@@ -28,6 +28,7 @@
 #   env: ROUNDS=3 THREADS=2 STREAMS=16 GEN=64 PREFIX_WORDS=1000
 set -eu
 cd "$(dirname "$0")/.."
+. bench/nginx_lib.sh
 ROOT=$PWD
 BUILD=$(realpath -m "${1:-build}")
 ROUNDS=${ROUNDS:-3}
@@ -44,8 +45,8 @@ LPORT=${LPORT:-18442}
 PY=/usr/bin/python3
 export NODE_PATH=$ROOT/node_modules
 
-mkdir -p "$OUT" "$P/conf" "$P/logs" "$P/temp"
-chmod 0755 "$P" "$P/temp"
+mkdir -p "$OUT"
+nginx_prefix "$P"
 
 if [ ! -f "$MODEL/model.safetensors" ]; then
     "$BUILD/llm" make-model \
@@ -60,21 +61,7 @@ if [ ! -f "$GGUF" ] || [ "$MODEL/model.safetensors" -nt "$GGUF" ]; then
         --outtype bf16 >&2
 fi
 
-cat > "$P/conf/nginx.conf" <<CONF
-load_module $BUILD/ngx_http_llm_module.so;
-worker_processes 1;
-daemon on;
-pid $P/logs/nginx.pid;
-error_log $P/logs/error.log notice;
-thread_pool llm threads=2;
-events { worker_connections 1024; }
-http {
-    client_body_temp_path $P/temp/body;
-    proxy_temp_path $P/temp/proxy;
-    fastcgi_temp_path $P/temp/fastcgi;
-    uwsgi_temp_path $P/temp/uwsgi;
-    scgi_temp_path $P/temp/scgi;
-    access_log off;
+{ nginx_conf_head "$P" "$BUILD/ngx_http_llm_module.so" 1; cat <<CONF
 
     llm_model $MODEL;
     llm_served_model_name bench;
@@ -94,11 +81,9 @@ http {
     }
 }
 CONF
+} > "$P/conf/nginx.conf"
 
-USER_DIRECTIVE=""
-[ "$(id -u)" = 0 ] && USER_DIRECTIVE="user root;"
-/usr/sbin/nginx -p "$P/" -c "$P/conf/nginx.conf" -e "$P/logs/error.log" \
-    -g "$USER_DIRECTIVE"
+nginx_start "$P"
 # llama-server: one slot per stream, each with room for prompt + GEN
 "$LLAMA_SERVER" -m "$GGUF" -t "$THREADS" -tb "$THREADS" -np "$STREAMS" \
     -c $((STREAMS * 256)) --host 127.0.0.1 --port "$LPORT" --no-webui \

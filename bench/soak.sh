@@ -15,6 +15,7 @@
 #        SEED=1
 set -eu
 cd "$(dirname "$0")/.."
+. bench/nginx_lib.sh
 ROOT=$PWD
 MINUTES=${1:-10}
 BUILD=$(realpath -m "${2:-build}")
@@ -29,8 +30,8 @@ MODEL=$OUT/soak-tiny-untied
 NGINX=/usr/sbin/nginx
 export NODE_PATH=$ROOT/node_modules
 
-mkdir -p "$OUT" "$P/conf" "$P/logs" "$P/temp"
-chmod 0755 "$P" "$P/temp"
+mkdir -p "$OUT"
+nginx_prefix "$P"
 : > "$P/logs/error.log"
 
 if [ ! -f "$MODEL/model.safetensors" ]; then
@@ -40,24 +41,7 @@ if [ ! -f "$MODEL/model.safetensors" ]; then
         --kv-heads 2 --intermediate 128 --seed 7 --dtype bf16 >&2
 fi
 
-USER_DIRECTIVE=""
-[ "$(id -u)" = 0 ] && USER_DIRECTIVE="user root;"
-cat > "$P/conf/nginx.conf" <<CONF
-load_module $BUILD/ngx_http_llm_module.so;
-$USER_DIRECTIVE
-worker_processes 2;
-daemon on;
-pid $P/logs/nginx.pid;
-error_log $P/logs/error.log notice;
-thread_pool llm threads=2;
-events { worker_connections 1024; }
-http {
-    client_body_temp_path $P/temp/body;
-    proxy_temp_path $P/temp/proxy;
-    fastcgi_temp_path $P/temp/fastcgi;
-    uwsgi_temp_path $P/temp/uwsgi;
-    scgi_temp_path $P/temp/scgi;
-    access_log off;
+{ nginx_conf_head "$P" "$BUILD/ngx_http_llm_module.so" 2; cat <<CONF
 
     llm_model $MODEL;
     llm_served_model_name tiny;
@@ -74,8 +58,9 @@ http {
     }
 }
 CONF
+} > "$P/conf/nginx.conf"
 
-"$NGINX" -p "$P/" -c "$P/conf/nginx.conf" -e "$P/logs/error.log"
+nginx_start "$P"
 # everything stops when this script does, however it ends
 trap '"$NGINX" -p "$P/" -c "$P/conf/nginx.conf" -e "$P/logs/error.log" \
           -s quit 2>/dev/null || true' EXIT

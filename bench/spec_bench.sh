@@ -28,6 +28,7 @@
 #   env: ROUNDS=7 THREADS=2 GEN=128 K=4
 set -eu
 cd "$(dirname "$0")/.."
+. bench/nginx_lib.sh
 ROOT=$PWD
 BUILD=$(realpath -m "${1:-build}")
 ROUNDS=${ROUNDS:-7}
@@ -72,27 +73,11 @@ for tie in untied tied; do
 done
 
 # six nginx: {repetitive, none, quoted} x {speculation, none}
-USER_DIRECTIVE=""
-[ "$(id -u)" = 0 ] && USER_DIRECTIVE="user root;"
 PIDS=""
 start() {   # name model port spec-directive
     p=$OUT/spec-$1
-    mkdir -p "$p/conf" "$p/logs" "$p/temp"
-    chmod 0755 "$p" "$p/temp"
-    cat > "$p/conf/nginx.conf" <<CONF
-load_module $BUILD/ngx_http_llm_module.so;
-worker_processes 1;
-daemon on;
-pid $p/logs/nginx.pid;
-error_log $p/logs/error.log notice;
-events { worker_connections 64; }
-http {
-    client_body_temp_path $p/temp/body;
-    proxy_temp_path $p/temp/proxy;
-    fastcgi_temp_path $p/temp/fastcgi;
-    uwsgi_temp_path $p/temp/uwsgi;
-    scgi_temp_path $p/temp/scgi;
-    access_log off;
+    nginx_prefix "$p"
+    { nginx_conf_head "$p" "$BUILD/ngx_http_llm_module.so" 1; cat <<CONF
     llm_model $2;
     llm_served_model_name bench;
     llm_threads $THREADS;
@@ -108,8 +93,8 @@ http {
     }
 }
 CONF
-    /usr/sbin/nginx -p "$p/" -c "$p/conf/nginx.conf" -e "$p/logs/error.log" \
-        -g "$USER_DIRECTIVE"
+    } > "$p/conf/nginx.conf"
+    nginx_start "$p"
     PIDS="$PIDS $p/logs/nginx.pid"
     for i in $(seq 1 600); do
         curl -sf -o /dev/null "http://127.0.0.1:$3/health" && return 0
