@@ -89,7 +89,7 @@ sub responses_stream {
 
 my @msgs = ({ role => 'system', content => 'You are terse.' },
             { role => 'user', content => 'Say something.' });
-my %chat = (model => 'tiny', messages => \@msgs, max_tokens => 5);
+my %chat = (model => 'tiny', messages => \@msgs, max_tokens => 5, seed => 11);
 
 # --- chat completions ---
 
@@ -101,9 +101,11 @@ my $chat_lp = body('chat, logprobs and top_logprobs',
                             { %chat, logprobs => \1, top_logprobs => 3 }));
 body('chat, n = 2', 'CreateChatCompletionResponse',
      $t->post('/v1/chat/completions', { %chat, n => 2, seed => 1 }));
-body('chat, EOS at once (stop, empty content)', 'CreateChatCompletionResponse',
-     $t->post('/v1/chat/completions',
-              { %chat, logit_bias => { $EOS => 100 } }));
+my $eos = body('chat, EOS at once (stop, empty content)',
+               'CreateChatCompletionResponse',
+               $t->post('/v1/chat/completions',
+                        { %chat, logit_bias => { $EOS => 100 } }));
+is($eos->{json}{choices}[0]{message}{content}, '', 'chat: empty content');
 body('chat, a stop string', 'CreateChatCompletionResponse',
      $t->post('/v1/chat/completions',
               { %chat, max_tokens => 30, stop => ['e', 'a', 'o', ' '] }));
@@ -111,6 +113,13 @@ body('chat, vLLM extras (token ids, prompt logprobs)',
      'CreateChatCompletionResponse',
      $t->post('/v1/chat/completions',
               { %chat, return_token_ids => \1, prompt_logprobs => 2 }));
+body('chat, tools (none chosen)', 'CreateChatCompletionResponse',
+     $t->post('/v1/chat/completions',
+              { %chat, tool_choice => 'none',
+                tools => [{ type => 'function',
+                            function => { name => 'get_weather',
+                                          parameters => { type => 'object' }
+                                        } }] }));
 body('chat, JSON mode', 'CreateChatCompletionResponse',
      $t->post('/v1/chat/completions',
               { %chat, response_format => { type => 'json_object' } }));
@@ -129,7 +138,8 @@ sse_data('chat stream, token ids', 'CreateChatCompletionStreamResponse',
 
 # --- completions ---
 
-my %cmpl = (model => 'tiny', prompt => 'Once upon a time', max_tokens => 5);
+my %cmpl = (model => 'tiny', prompt => 'Once upon a time', max_tokens => 5,
+            seed => 11);
 body('completions', 'CreateCompletionResponse',
      $t->post('/v1/completions', { %cmpl, temperature => 0 }));
 body('completions, logprobs', 'CreateCompletionResponse',
@@ -160,14 +170,21 @@ sse_data('completions stream, echo', 'CreateCompletionStreamResponse',
 # --- Responses ---
 
 my %resp = (model => 'tiny', input => 'Tell me a story.',
-            instructions => 'Be brief.', max_output_tokens => 5);
+            instructions => 'Be brief.', max_output_tokens => 5, seed => 11);
 my $plain = body('responses', 'Response',
                  $t->post('/v1/responses', { %resp, temperature => 0 }));
-body('responses, completed (EOS after text)', 'Response',
-     $t->post('/v1/responses',
-              { %resp, max_output_tokens => 30, stop => [' '] }));
-body('responses, no text (output [])', 'Response',
-     $t->post('/v1/responses', { %resp, logit_bias => { $EOS => 100 } }));
+my $done = body('responses, completed (EOS after text)', 'Response',
+                $t->post('/v1/responses',
+                         { %resp, min_tokens => 2,
+                           logit_bias => { $EOS => 100 } }));
+is($done->{json}{status}, 'completed', 'responses: status completed');
+is($plain->{json}{status}, 'incomplete', 'responses: status incomplete');
+my $none = body('responses, no text (output [])', 'Response',
+                $t->post('/v1/responses',
+                         { %resp, logit_bias => { $EOS => 100 } }));
+is_deeply($none->{json}{output}, [], 'responses: output []');
+body('responses, temperature above 2 (vLLM takes any)', 'Response',
+     $t->post('/v1/responses', { %resp, temperature => 2.5 }));
 body('responses, logprobs', 'Response',
      $t->post('/v1/responses',
               { %resp, include => ['message.output_text.logprobs'],
@@ -180,7 +197,7 @@ my $tool = { type => 'function', name => 'get_weather',
 body('responses, echoes (tools, tool_choice, text, metadata, user)',
      'Response',
      $t->post('/v1/responses',
-              { %resp, tools => [$tool], tool_choice => 'auto',
+              { %resp, tools => [$tool], tool_choice => 'none',
                 text => { format => { type => 'json_object' } },
                 metadata => { k => 'v' }, user => 'u-1',
                 parallel_tool_calls => \0, reasoning => { effort => 'low' },
@@ -188,7 +205,7 @@ body('responses, echoes (tools, tool_choice, text, metadata, user)',
 body('responses, a function tool without strict', 'Response',
      $t->post('/v1/responses',
               { %resp, tools => [{ type => 'function', name => 'f' }],
-                store => \0 }));
+                tool_choice => 'none', store => \0 }));
 body('responses, input items', 'Response',
      $t->post('/v1/responses',
               { %resp, input => [
@@ -197,7 +214,7 @@ body('responses, input items', 'Response',
                     name => 'get_weather', arguments => '{"city":"Paris"}' },
                   { type => 'function_call_output', call_id => 'call_1',
                     output => 'sunny' } ],
-                tools => [$tool] }));
+                tools => [$tool], tool_choice => 'none' }));
 my $next = body('responses, previous_response_id', 'Response',
                 $t->post('/v1/responses',
                          { %resp, input => 'And then?',
@@ -215,8 +232,10 @@ responses_stream('responses stream, logprobs',
                    top_logprobs => 2 });
 responses_stream('responses stream, no text',
                  { %resp, logit_bias => { $EOS => 100 } });
-responses_stream('responses stream, completed',
-                 { %resp, max_output_tokens => 30, stop => [' '] });
+$st = responses_stream('responses stream, completed',
+                       { %resp, min_tokens => 2,
+                         logit_bias => { $EOS => 100 } });
+is($st->{completed}{status}, 'completed', 'responses stream: completed');
 
 # the store: GET of a plain and of a streamed response, DELETE
 body('GET responses/{id}', 'Response',
@@ -254,6 +273,8 @@ body('404, previous_response_id unknown', 'ErrorResponse',
 body('400, cancel of a finished response', 'ErrorResponse',
      $t->post("/v1/responses/$plain->{json}{id}/cancel", {}), 400);
 body('405', 'ErrorResponse', $t->request('PUT', '/v1/models'), 405);
+body('413, nginx\'s own error', 'ErrorResponse',
+     $t->post('/v1/completions', { %cmpl, prompt => 'x' x (1 << 20) }), 413);
 
 # --- the checker rejects what breaks the spec ---
 

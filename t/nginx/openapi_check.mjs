@@ -116,6 +116,12 @@ const DEVIATIONS = [
         why: 'vLLM writes the HTTP status as error.code (an integer)',
     },
     {
+        schema: 'ModelResponseProperties', at: ['temperature'],
+        widen: (s) => ({ anyOf: [s, { type: 'number', minimum: 0 }] }),
+        why: 'a Response shows the temperature it sampled with, and vLLM '
+             + 'samples with any temperature >= 0 (OpenAI: at most 2)',
+    },
+    {
         schema: 'CreateCompletionResponse',
         at: ['choices', '[]', 'logprobs', 'token_logprobs', '[]'],
         widen: (s) => ({ anyOf: [s, { type: 'null' }] }),
@@ -129,12 +135,20 @@ const DEVIATIONS = [
         why: 'echo with logprobs: the first prompt token has no top logprobs',
     },
     {
-        schema: 'CreateCompletionStreamResponse', from: 'CreateCompletionResponse',
+        schema: 'CreateCompletionStreamResponse',
+        from: 'CreateCompletionResponse',
         at: ['choices', '[]', 'finish_reason'],
         widen: (s) => ({ anyOf: [s, { type: 'null' }] }),
         why: 'the spec has no schema for completions stream chunks: they are '
              + 'CreateCompletionResponse objects whose finish_reason is null '
              + 'until a choice ends (OpenAI and vLLM alike)',
+    },
+    {
+        schema: 'CreateCompletionStreamResponse', at: ['usage'],
+        widen: (s) => ({ anyOf: [s, { type: 'null' }] }),
+        why: 'a completions chunk\'s usage is null but in the last chunk, '
+             + 'as CreateChatCompletionStreamResponse has it (vLLM writes '
+             + 'the key in every chunk)',
     },
 ];
 
