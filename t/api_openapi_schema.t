@@ -72,16 +72,18 @@ sub responses_stream {
     my ($name, $req) = @_;
     my $r = $t->stream('/v1/responses', { %$req, stream => \1 });
     is($r->{status}, 200, "$name: status");
-    my (@types, $last);
+    my (@types, @data, $last);
     for my $b (split /\n\n/, $r->{content}) {
         my ($event, $data) = $b =~ /^event: ([a-z._]+)\ndata: (\{.*\})\z/s;
         ok(defined $data, "$name: an event: and data: block") or next;
         my $v = $last = NginxLLM::decode_json_safe($data) // {};
         is($v->{type}, $event, "$name: $event, its data's type");
         push @types, $event;
+        push @data, $v;
         doc("$name, $event #" . scalar(@types), 'ResponseStreamEvent', $data);
     }
     $r->{types} = \@types;
+    $r->{data} = \@data;
     is($types[-1], 'response.completed', "$name: ends with response.completed");
     $r->{completed} = $last->{response};
     return $r;
@@ -106,9 +108,15 @@ my $eos = body('chat, EOS at once (stop, empty content)',
                $t->post('/v1/chat/completions',
                         { %chat, logit_bias => { $EOS => 100 } }));
 is($eos->{json}{choices}[0]{message}{content}, '', 'chat: empty content');
-body('chat, a stop string', 'CreateChatCompletionResponse',
-     $t->post('/v1/chat/completions',
-              { %chat, max_tokens => 30, stop => ['e', 'a', 'o', ' '] }));
+# a stop string: the greedy answer's first character (the tiny model's
+# answers are mostly the same token again and again)
+my $greedy = $t->post('/v1/chat/completions', { %chat, temperature => 0 });
+my $first = substr($greedy->{json}{choices}[0]{message}{content} // 'x', 0, 1);
+my $stop = body('chat, a stop string', 'CreateChatCompletionResponse',
+                $t->post('/v1/chat/completions',
+                         { %chat, temperature => 0, stop => [$first] }));
+is($stop->{json}{choices}[0]{finish_reason}, 'stop', 'chat: stopped');
+ok(defined $stop->{json}{choices}[0]{stop_reason}, 'chat: a stop_reason');
 body('chat, vLLM extras (token ids, prompt logprobs)',
      'CreateChatCompletionResponse',
      $t->post('/v1/chat/completions',
@@ -154,8 +162,7 @@ body('completions, two prompts, n = 2', 'CreateCompletionResponse',
                                    n => 2, seed => 5 }));
 body('completions, vLLM extras', 'CreateCompletionResponse',
      $t->post('/v1/completions', { %cmpl, return_token_ids => \1,
-                                   prompt_logprobs => 1, stop => [' '],
-                                   max_tokens => 20 }));
+                                   prompt_logprobs => 1 }));
 sse_data('completions stream, usage and logprobs',
          'CreateCompletionStreamResponse', '/v1/completions',
          { %cmpl, stream => \1, logprobs => 2,
@@ -227,9 +234,13 @@ is_deeply([ grep { !/delta/ } @{ $st->{types} } ],
               response.content_part.done response.output_item.done
               response.completed)],
           'responses stream: every event type of an answer with text');
-responses_stream('responses stream, logprobs',
-                 { %resp, include => ['message.output_text.logprobs'],
-                   top_logprobs => 2 });
+$st = responses_stream('responses stream, logprobs',
+                       { %resp, include => ['message.output_text.logprobs'],
+                         top_logprobs => 2 });
+my ($part) = grep { $_->{type} eq 'response.content_part.done' }
+             @{ $st->{data} };
+is(scalar @{ $part->{part}{logprobs} // [] }, 5,
+   'responses stream: content_part.done carries the logprobs');
 responses_stream('responses stream, no text',
                  { %resp, logit_bias => { $EOS => 100 } });
 $st = responses_stream('responses stream, completed',
