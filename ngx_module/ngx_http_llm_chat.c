@@ -546,8 +546,8 @@ ngx_http_llm_chat_body(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
         ngx_http_llm_json_lit(j, ",\"message\":{\"role\":\"assistant\","
                               "\"content\":");
         ngx_http_llm_json_str(j, seq->text.elts, seq->text.nelts);
-        ngx_http_llm_json_lit(j, ",\"refusal\":null,\"annotations\":null,"
-                              "\"audio\":null,\"function_call\":null,"
+        ngx_http_llm_json_lit(j, ",\"refusal\":null,\"annotations\":[],"
+                              "\"audio\":null,"
                               "\"tool_calls\":[],\"reasoning\":null},"
                               "\"logprobs\":");
 
@@ -567,8 +567,7 @@ ngx_http_llm_chat_body(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
         ngx_http_llm_json_lit(j, "}");
     }
 
-    ngx_http_llm_json_lit(j, "],\"service_tier\":null,"
-                          "\"system_fingerprint\":null,\"usage\":");
+    ngx_http_llm_json_lit(j, "],\"service_tier\":null,\"usage\":");
     (void) ngx_http_llm_usage_json(j, ctx, NGX_HTTP_LLM_USAGE_BODY);
     ngx_http_llm_json_lit(j, ",\"prompt_logprobs\":");
 

@@ -301,8 +301,7 @@ ngx_http_llm_completions_body(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
         ngx_http_llm_completions_choice(j, &ctx->seqs[i], 0);
     }
 
-    ngx_http_llm_json_lit(j, "],\"service_tier\":null,"
-                          "\"system_fingerprint\":null,\"usage\":");
+    ngx_http_llm_json_lit(j, "],\"service_tier\":null,\"usage\":");
     (void) ngx_http_llm_usage_json(j, ctx, NGX_HTTP_LLM_USAGE_BODY);
     ngx_http_llm_json_lit(j, ",\"kv_transfer_params\":null,\"metrics\":");
     ngx_http_llm_metrics_body(j, ctx);

@@ -24,14 +24,17 @@ static llm_token_logprob *ngx_http_llm_lp_at(ngx_http_llm_seq_t *seq,
     ngx_uint_t n_echo, ngx_uint_t i);
 
 
-/* {"content":[{"token","logprob","bytes","top_logprobs":[...]}]} */
+/*
+ * {"content":[{"token","logprob","bytes","top_logprobs":[...]}],
+ * "refusal":null}: OpenAI's schema wants both keys (vLLM writes no refusal)
+ */
 
 void
 ngx_http_llm_logprobs_chat(ngx_http_llm_json_t *j, ngx_http_llm_seq_t *seq)
 {
     ngx_http_llm_json_lit(j, "{\"content\":");
     ngx_http_llm_logprobs_list(j, seq, 0, 1);
-    ngx_http_llm_json_lit(j, "}");
+    ngx_http_llm_json_lit(j, ",\"refusal\":null}");
 }
 
 

@@ -184,7 +184,7 @@ ngx_http_llm_responses_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
         ngx_http_llm_json_lit(j, "{\"content_index\":0,\"item_id\":");
         ngx_http_llm_json_str(j, ctx->item_id.data, ctx->item_id.len);
         ngx_http_llm_json_lit(j, ",\"output_index\":0,\"part\":");
-        ngx_http_llm_responses_part(j, ctx, 0, 0);
+        ngx_http_llm_responses_part(j, ctx, 0, lp);
         ngx_http_llm_responses_event_end(j, ctx,
                                          "response.content_part.done");
 
@@ -275,7 +275,9 @@ ngx_http_llm_responses_object(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_json_str(j, ctx->id.data, ctx->id.len);
     ngx_http_llm_json_lit(j, ",\"created_at\":");
     ngx_http_llm_json_int(j, ctx->created);
-    ngx_http_llm_json_lit(j, ",\"incomplete_details\":");
+
+    /* OpenAI's schema requires "error"; a failure here is an error event */
+    ngx_http_llm_json_lit(j, ",\"error\":null,\"incomplete_details\":");
 
     if (incomplete) {
         ngx_http_llm_json_lit(j, "{\"reason\":\"max_output_tokens\"}");
@@ -345,7 +347,8 @@ ngx_http_llm_responses_object(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
     }
 
     ngx_http_llm_json_lit(j, ",\"text\":");
-    ngx_http_llm_responses_echoed(j, ctx, NGX_HTTP_LLM_ECHO_TEXT, "null");
+    ngx_http_llm_responses_echoed(j, ctx, NGX_HTTP_LLM_ECHO_TEXT,
+                                  "{\"format\":{\"type\":\"text\"}}");
     ngx_http_llm_json_lit(j, ",\"top_logprobs\":");
 
     if (job->logprobs >= 0) {
@@ -355,28 +358,33 @@ ngx_http_llm_responses_object(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
         ngx_http_llm_json_lit(j, "null");
     }
 
-    ngx_http_llm_json_lit(j, ",\"truncation\":\"disabled\",\"usage\":");
+    ngx_http_llm_json_lit(j, ",\"truncation\":\"disabled\"");
+
+    /* no usage key before the end: OpenAI's ResponseUsage is no null */
 
     if (final) {
-        ngx_http_llm_json_lit(j, "{\"input_tokens\":");
+        ngx_http_llm_json_lit(j, ",\"usage\":{\"input_tokens\":");
         ngx_http_llm_json_int(j, s->prompt_tokens);
         ngx_http_llm_json_lit(j, ",\"input_tokens_details\":"
                               "{\"cached_tokens\":");
         ngx_http_llm_json_int(j, s->cached_tokens);
-        ngx_http_llm_json_lit(j, "},\"output_tokens\":");
+        ngx_http_llm_json_lit(j, ",\"cache_write_tokens\":0},"
+                              "\"output_tokens\":");
         ngx_http_llm_json_int(j, s->completion_tokens);
         ngx_http_llm_json_lit(j, ",\"output_tokens_details\":"
                               "{\"reasoning_tokens\":0},\"total_tokens\":");
         ngx_http_llm_json_int(j, (int64_t) s->prompt_tokens
                                  + s->completion_tokens);
         ngx_http_llm_json_lit(j, "}");
-
-    } else {
-        ngx_http_llm_json_lit(j, "null");
     }
 
-    ngx_http_llm_json_lit(j, ",\"user\":");
-    ngx_http_llm_responses_echoed(j, ctx, NGX_HTTP_LLM_ECHO_USER, "null");
+    /* "user" is a string or absent in OpenAI's schema, never null */
+
+    if (resp->echo[NGX_HTTP_LLM_ECHO_USER].len) {
+        ngx_http_llm_json_lit(j, ",\"user\":");
+        ngx_http_llm_responses_echoed(j, ctx, NGX_HTTP_LLM_ECHO_USER, "");
+    }
+
     ngx_http_llm_json_lit(j, ",\"input_messages\":null,"
                           "\"output_messages\":null");
 
@@ -420,8 +428,8 @@ ngx_http_llm_responses_message(ngx_http_llm_json_t *j,
 
 /*
  * An output_text part.  empty: the part of content_part.added, text "".
- * logprobs: a list (all of them, with bytes, when requested; [] in the
- * added part), else null as in vLLM's done events.
+ * logprobs: all of them, with bytes, when requested; else [] (OpenAI's
+ * schema wants a list: vLLM's null in the done events is not one).
  */
 
 static void
@@ -443,14 +451,11 @@ ngx_http_llm_responses_part(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
 
     ngx_http_llm_json_lit(j, ",\"type\":\"output_text\",\"logprobs\":");
 
-    if (empty) {
-        ngx_http_llm_json_lit(j, "[]");
-
-    } else if (logprobs) {
+    if (!empty && logprobs) {
         ngx_http_llm_logprobs_list(j, seq, 0, 1);
 
     } else {
-        ngx_http_llm_json_lit(j, "null");
+        ngx_http_llm_json_lit(j, "[]");
     }
 
     ngx_http_llm_json_lit(j, "}");

@@ -59,6 +59,8 @@ static ngx_int_t ngx_http_llm_responses_metadata(ngx_http_llm_job_t *job,
     yajl_val root);
 static ngx_int_t ngx_http_llm_responses_echo(ngx_http_llm_job_t *job,
     yajl_val root);
+static void ngx_http_llm_responses_echo_tools(ngx_http_llm_gen_t *gen,
+    yajl_val tools);
 static ngx_int_t ngx_http_llm_responses_input(ngx_http_llm_job_t *job,
     yajl_val input, ngx_http_llm_gen_t *gen);
 static ngx_int_t ngx_http_llm_responses_item(ngx_http_llm_job_t *job,
@@ -458,7 +460,12 @@ ngx_http_llm_responses_echo(ngx_http_llm_job_t *job, yajl_val root)
             return NGX_ERROR;
         }
 
-        ngx_http_llm_gen_value(&gen, v);
+        if (i == NGX_HTTP_LLM_ECHO_TOOLS && YAJL_IS_ARRAY(v)) {
+            ngx_http_llm_responses_echo_tools(&gen, v);
+
+        } else {
+            ngx_http_llm_gen_value(&gen, v);
+        }
 
         if (ngx_http_llm_gen_done(job, &gen, &resp->echo[i]) != NGX_OK) {
             return NGX_ERROR;
@@ -466,6 +473,50 @@ ngx_http_llm_responses_echo(ngx_http_llm_job_t *job, yajl_val root)
     }
 
     return NGX_OK;
+}
+
+
+/*
+ * The tools as they came, each with the keys OpenAI's FunctionTool always
+ * has: "parameters" and "strict" null when the request left them out, as
+ * vLLM's echo (a pydantic dump) gives them.
+ */
+
+static void
+ngx_http_llm_responses_echo_tools(ngx_http_llm_gen_t *gen, yajl_val tools)
+{
+    size_t       i, k;
+    yajl_val     tool;
+    const char  *keys[] = { "parameters", "strict" };
+
+    ngx_http_llm_gen_open(gen, yajl_t_array);
+
+    for (i = 0; i < tools->u.array.len; i++) {
+        tool = tools->u.array.values[i];
+
+        if (!YAJL_IS_OBJECT(tool)) {
+            ngx_http_llm_gen_value(gen, tool);
+            continue;
+        }
+
+        ngx_http_llm_gen_open(gen, yajl_t_object);
+
+        for (k = 0; k < tool->u.object.len; k++) {
+            ngx_http_llm_gen_cstr(gen, tool->u.object.keys[k]);
+            ngx_http_llm_gen_value(gen, tool->u.object.values[k]);
+        }
+
+        for (k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+            if (llm_json_get(tool, keys[k]) == NULL) {
+                ngx_http_llm_gen_cstr(gen, keys[k]);
+                ngx_http_llm_gen_value(gen, NULL);
+            }
+        }
+
+        ngx_http_llm_gen_close(gen, yajl_t_object);
+    }
+
+    ngx_http_llm_gen_close(gen, yajl_t_array);
 }
 
 

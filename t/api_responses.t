@@ -140,20 +140,22 @@ my $r = $t->post($resp, { %greedy, input => 'Hello', user => 'u1',
                           metadata => { k => 'v' } });
 is($r->{status}, 200, 'body: 200');
 like($r->{content},
-     qr/^\{"id":"resp_[0-9a-f]{32}","created_at":\d+,
+     qr/^\{"id":"resp_[0-9a-f]{32}","created_at":\d+,"error":null,
         "incomplete_details":\{"reason":"max_output_tokens"\},
         "instructions":null,"metadata":\{"k":"v"\},"model":"tiny",
         "object":"response","output":\[\{"id":"msg_[0-9a-f]{32}",
         "content":\[\{"annotations":\[\],"text":$S,"type":"output_text",
-        "logprobs":null\}\],"role":"assistant","status":"completed",
+        "logprobs":\[\]\}\],"role":"assistant","status":"completed",
         "type":"message"\}\],"parallel_tool_calls":true,"temperature":0\.0,
         "tool_choice":"auto","tools":\[\],"top_p":1\.0,"background":false,
         "max_output_tokens":6,"max_tool_calls":null,
         "previous_response_id":null,"prompt":null,"reasoning":null,
-        "service_tier":"auto","status":"incomplete","text":null,
+        "service_tier":"auto","status":"incomplete",
+        "text":\{"format":\{"type":"text"\}\},
         "top_logprobs":null,"truncation":"disabled",
         "usage":\{"input_tokens":\d+,"input_tokens_details":
-        \{"cached_tokens":\d+\},"output_tokens":6,"output_tokens_details":
+        \{"cached_tokens":\d+,"cache_write_tokens":0\},"output_tokens":6,
+        "output_tokens_details":
         \{"reasoning_tokens":0\},"total_tokens":\d+\},"user":"u1",
         "input_messages":null,"output_messages":null,
         "metrics":\{"time_to_first_token_ms":$NUM,"generation_time_ms":$NUM,
@@ -265,7 +267,8 @@ my $tk = $t->post('/v1/tokenize', { messages => [ { role => 'user',
         parameters => $tool->{parameters} } } ] });
 is($r->{json}{usage}{input_tokens}, $tk->{json}{count},
    'function tools: rendered as the chat tools they are');
-is_deeply($r->{json}{tools}, [ $tool ], 'tools echoed');
+is_deeply($r->{json}{tools}, [ { %$tool, strict => undef } ],
+          'tools echoed, with FunctionTool\'s "strict" null when not sent');
 
 # logprobs: include message.output_text.logprobs, as chat computes them
 $r = $t->post($resp, { %greedy, max_output_tokens => 3, input => 'Hello',
