@@ -81,9 +81,12 @@ ngx_http_llm_chat_parse(ngx_http_llm_job_t *job, yajl_val root)
         return;
     }
 
+    /* the tools' shape first, then what tool_choice asks of them */
     if (ngx_http_llm_chat_options(job, root, &tools) != NGX_OK
+        || ngx_http_llm_chat_messages(job, messages) != NGX_OK
+        || (tools && ngx_http_llm_chat_tools(job, tools) != NGX_OK)
         || ngx_http_llm_tools_parse(job, root, messages, tools) != NGX_OK
-        || ngx_http_llm_chat_prompt(job, root, messages, tools) != NGX_OK)
+        || ngx_http_llm_chat_render(job, root, messages, tools) != NGX_OK)
     {
         return;
     }

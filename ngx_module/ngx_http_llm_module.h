@@ -21,6 +21,7 @@
  *   ngx_http_llm_bridge.c     the engine: a request per sequence, sent
  *                             to the engine process; its socket ->
  *                             outputs -> ready queue
+ *   ngx_http_llm_tools.c      (chat with tools: the model's tool calls)
  *   ngx_http_llm_chat.c       render chunks / the final body (and
  *                             _completions.c, _responses.c, with
  *                             _chunk.c, _logprobs.c, _usage.c)
