@@ -8,7 +8,8 @@
  * rendered with the model's own chat template and tokenized.
  *
  * Rendering (event loop): chat.completion and chat.completion.chunk in
- * vLLM's key order, one choice per sequence (n > 1: index 0 .. n-1).
+ * vLLM's key order, one choice per sequence (n > 1: index 0 .. n-1); with
+ * a tool-call parser (ngx_http_llm_tools.c) its content and calls.
  * Chunks follow vLLM's exclude_unset rules: the first one of each choice
  * carries the role and "prompt_token_ids": null (all of them before any
  * content, as vLLM sends them), content chunks have no stop_reason, the
@@ -80,8 +81,12 @@ ngx_http_llm_chat_parse(ngx_http_llm_job_t *job, yajl_val root)
         return;
     }
 
+    /* the tools' shape first, then what tool_choice asks of them */
     if (ngx_http_llm_chat_options(job, root, &tools) != NGX_OK
-        || ngx_http_llm_chat_prompt(job, root, messages, tools) != NGX_OK)
+        || ngx_http_llm_chat_messages(job, messages) != NGX_OK
+        || (tools && ngx_http_llm_chat_tools(job, tools) != NGX_OK)
+        || ngx_http_llm_tools_parse(job, root, messages, tools) != NGX_OK
+        || ngx_http_llm_chat_render(job, root, messages, tools) != NGX_OK)
     {
         return;
     }
@@ -481,12 +486,33 @@ ngx_http_llm_chat_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
             continue;
         }
 
+        /* tool calls: what the parser held back waits for a later chunk */
+        if (ngx_http_llm_tools_feed(seq) != NGX_OK) {
+            return NGX_ERROR;
+        }
+
+        if (!ngx_http_llm_tools_pending(seq)
+            && seq->finish == LLM_FINISH_NONE)
+        {
+            seq->text.nelts = 0;
+            seq->changed = 0;
+            continue;
+        }
+
         ngx_http_llm_json_lit(j, "data: ");
         ngx_http_llm_chunk_head(j, ctx, object);
         ngx_http_llm_json_lit(j, ",\"choices\":[{\"index\":");
         ngx_http_llm_json_int(j, seq->index);
-        ngx_http_llm_json_lit(j, ",\"delta\":{\"content\":");
-        ngx_http_llm_json_str(j, seq->text.elts, seq->text.nelts);
+        ngx_http_llm_json_lit(j, ",\"delta\":{");
+
+        if (seq->tools) {
+            ngx_http_llm_tools_delta(j, seq);
+
+        } else {
+            ngx_http_llm_json_lit(j, "\"content\":");
+            ngx_http_llm_json_str(j, seq->text.elts, seq->text.nelts);
+        }
+
         ngx_http_llm_json_lit(j, "},\"logprobs\":");
 
         if (ctx->job->logprobs >= 0) {
@@ -502,7 +528,7 @@ ngx_http_llm_chat_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
             ngx_http_llm_json_lit(j, "null");
 
         } else {
-            ngx_http_llm_json_cstr(j, llm_finish_reason_str(seq->finish));
+            ngx_http_llm_json_cstr(j, ngx_http_llm_tools_finish_reason(seq));
             ngx_http_llm_json_lit(j, ",\"stop_reason\":");
             ngx_http_llm_stop_reason(j, seq);
         }
@@ -541,15 +567,19 @@ ngx_http_llm_chat_body(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
             ngx_http_llm_json_lit(j, ",");
         }
 
+        if (ngx_http_llm_tools_feed(seq) != NGX_OK) {
+            return NGX_ERROR;
+        }
+
         ngx_http_llm_json_lit(j, "{\"index\":");
         ngx_http_llm_json_int(j, seq->index);
         ngx_http_llm_json_lit(j, ",\"message\":{\"role\":\"assistant\","
                               "\"content\":");
-        ngx_http_llm_json_str(j, seq->text.elts, seq->text.nelts);
+        ngx_http_llm_tools_content(j, seq);
         ngx_http_llm_json_lit(j, ",\"refusal\":null,\"annotations\":[],"
-                              "\"audio\":null,"
-                              "\"tool_calls\":[],\"reasoning\":null},"
-                              "\"logprobs\":");
+                              "\"audio\":null,\"tool_calls\":");
+        ngx_http_llm_tools_calls(j, seq);
+        ngx_http_llm_json_lit(j, ",\"reasoning\":null},\"logprobs\":");
 
         if (ctx->job->logprobs >= 0) {
             ngx_http_llm_logprobs_chat(j, seq);
@@ -559,7 +589,7 @@ ngx_http_llm_chat_body(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
         }
 
         ngx_http_llm_json_lit(j, ",\"finish_reason\":");
-        ngx_http_llm_json_cstr(j, llm_finish_reason_str(seq->finish));
+        ngx_http_llm_json_cstr(j, ngx_http_llm_tools_finish_reason(seq));
         ngx_http_llm_json_lit(j, ",\"stop_reason\":");
         ngx_http_llm_stop_reason(j, seq);
         ngx_http_llm_json_lit(j, ",\"token_ids\":");

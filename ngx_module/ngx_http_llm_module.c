@@ -24,6 +24,8 @@ static char *ngx_http_llm_speculative(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_responses_store(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_llm_tool_call_parser(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
 static char *ngx_http_llm_handler_set(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 
@@ -155,6 +157,13 @@ static ngx_command_t  ngx_http_llm_commands[] = {
       offsetof(ngx_http_llm_main_conf_t, thread_pool_name),
       NULL },
 
+    { ngx_string("llm_tool_call_parser"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_llm_tool_call_parser,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("llm_per_request_metrics"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
       ngx_conf_set_flag_slot,
@@ -282,6 +291,7 @@ ngx_http_llm_create_main_conf(ngx_conf_t *cf)
     lmcf->log_stats = NGX_CONF_UNSET;
     lmcf->store_entries = NGX_CONF_UNSET;
     lmcf->store_size = NGX_CONF_UNSET_SIZE;
+    lmcf->tool_parser = NGX_CONF_UNSET_UINT;
 
     return lmcf;
 }
@@ -304,6 +314,7 @@ ngx_http_llm_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_value(lmcf->log_stats, 1);
     ngx_conf_init_value(lmcf->store_entries, 1024);
     ngx_conf_init_size_value(lmcf->store_size, 64 * 1024 * 1024);
+    ngx_conf_init_uint_value(lmcf->tool_parser, LLM_TOOL_PARSER_NONE);
 
     if (lmcf->device.len == 0) {
         ngx_str_set(&lmcf->device, "auto");
@@ -824,4 +835,46 @@ ngx_http_llm_struct_zone_init(ngx_shm_zone_t *zone, void *data)
     shpool->data = zone->data;
 
     return NGX_OK;
+}
+
+
+/*
+ * llm_tool_call_parser hermes | llama3_json | mistral | auto: vLLM's
+ * --enable-auto-tool-choice --tool-call-parser; auto picks the parser the
+ * model's chat template asks for, per request (the worker has the model).
+ */
+
+static char *
+ngx_http_llm_tool_call_parser(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_llm_main_conf_t *lmcf = conf;
+
+    int         kind;
+    ngx_str_t  *value;
+
+    if (lmcf->tool_parser != NGX_CONF_UNSET_UINT) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (value[1].len == 4 && ngx_strncmp(value[1].data, "auto", 4) == 0) {
+        lmcf->tool_parser = NGX_HTTP_LLM_TOOL_PARSER_AUTO;
+        return NGX_CONF_OK;
+    }
+
+    kind = llm_tool_parser_kind_from_name((char *) value[1].data,
+                                          value[1].len);
+
+    if (kind < 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"llm_tool_call_parser\": unknown parser \"%V\", "
+                           "use hermes, llama3_json, mistral or auto",
+                           &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    lmcf->tool_parser = kind;
+
+    return NGX_CONF_OK;
 }

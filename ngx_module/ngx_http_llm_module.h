@@ -21,6 +21,7 @@
  *   ngx_http_llm_bridge.c     the engine: a request per sequence, sent
  *                             to the engine process; its socket ->
  *                             outputs -> ready queue
+ *   ngx_http_llm_tools.c      (chat with tools: the model's tool calls)
  *   ngx_http_llm_chat.c       render chunks / the final body (and
  *                             _completions.c, _responses.c, with
  *                             _chunk.c, _logprobs.c, _usage.c)
@@ -82,6 +83,9 @@
 #define NGX_HTTP_LLM_MAX_STOP_TOKEN_IDS     1024
 #define NGX_HTTP_LLM_MAX_LOGIT_BIAS         1024
 
+/* llm_tool_call_parser auto: the parser the chat template asks for */
+#define NGX_HTTP_LLM_TOOL_PARSER_AUTO       100
+
 /* who a stored response belongs to: the SHA-1 of llm_responses_owner's
  * value when the response was made, all zeros without the directive */
 #define NGX_HTTP_LLM_OWNER_LEN              20
@@ -90,6 +94,7 @@
 typedef struct ngx_http_llm_ctx_s        ngx_http_llm_ctx_t;
 typedef struct ngx_http_llm_job_s        ngx_http_llm_job_t;
 typedef struct ngx_http_llm_responses_s  ngx_http_llm_responses_t;
+typedef struct ngx_http_llm_tools_s      ngx_http_llm_tools_t;
 
 
 /*
@@ -176,6 +181,8 @@ typedef struct {
     ngx_int_t                   spec_lookup_max;
     ngx_str_t                   thread_pool_name;
     ngx_thread_pool_t          *thread_pool;
+    ngx_uint_t                  tool_parser;   /* llm_tool_parser_kind, or
+                                                  NGX_HTTP_LLM_TOOL_PARSER_AUTO */
 
     unsigned                    used:1;        /* a handler uses the engine */
     unsigned                    api:1;         /* an llm_api location */
@@ -209,6 +216,7 @@ struct ngx_http_llm_job_s {
     const llm_model            *model;
     int                         max_model_len;
     u_char                      owner[NGX_HTTP_LLM_OWNER_LEN];
+    ngx_uint_t                  tool_parser_conf;   /* llm_tool_call_parser */
     unsigned                    force_include_usage:1;
 
     /* outputs: an error ... */
@@ -227,6 +235,7 @@ struct ngx_http_llm_job_s {
     int                         logprobs;      /* -1: none, else top-N */
     int                         max_tokens;    /* -1: until max_model_len */
     int                         truncate_prompt_tokens;  /* -1: none */
+    llm_tool_parser_kind        tool_parser;   /* chat: parse tool calls */
     unsigned                    stream:1;
     unsigned                    include_usage:1;
     unsigned                    continuous_usage:1;
@@ -262,6 +271,9 @@ typedef struct {
 
     /* token ids not yet written (return_token_ids), as lp */
     ngx_array_t                 ids;           /* int32_t */
+
+    /* chat with a tool-call parser: its state (ngx_http_llm_tools.c) */
+    ngx_http_llm_tools_t       *tools;
 
     /* prompt logprobs: prompt->n - 1 records, token i + 1 in record i */
     llm_token_logprob          *plp;
@@ -445,6 +457,17 @@ ngx_int_t ngx_http_llm_chat_chunk(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_json_t *j);
 ngx_int_t ngx_http_llm_chat_body(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_json_t *j);
+
+/* ngx_http_llm_tools.c: tool_choice and tool calls in chat output */
+ngx_int_t ngx_http_llm_tools_parse(ngx_http_llm_job_t *job, yajl_val root,
+    yajl_val messages, yajl_val tools);
+ngx_int_t ngx_http_llm_tools_feed(ngx_http_llm_seq_t *seq);
+ngx_uint_t ngx_http_llm_tools_pending(ngx_http_llm_seq_t *seq);
+void ngx_http_llm_tools_delta(ngx_http_llm_json_t *j, ngx_http_llm_seq_t *seq);
+void ngx_http_llm_tools_content(ngx_http_llm_json_t *j,
+    ngx_http_llm_seq_t *seq);
+void ngx_http_llm_tools_calls(ngx_http_llm_json_t *j, ngx_http_llm_seq_t *seq);
+const char *ngx_http_llm_tools_finish_reason(ngx_http_llm_seq_t *seq);
 
 /* ngx_http_llm_completions.c */
 void ngx_http_llm_completions_parse(ngx_http_llm_job_t *job, yajl_val root);

@@ -69,7 +69,10 @@ is(FuzzHTTP::case($SEED, 7)->{body}, FuzzHTTP::case($SEED, 7)->{body},
 # fuzz.log: which worker answered which case (X-Fuzz-Case), to tell what a
 # worker that died had done before
 my $t = NginxLLM->new(workers => 2);
+# a tool-call parser: the seeds with tools ask for tool_choice "auto", and
+# the random output then goes through the parser too
 $t->{http} = "client_max_body_size 16m;\n"
+    . "    llm_tool_call_parser hermes;\n"
     . "    log_format fuzz '\$pid \$http_x_fuzz_case \$status';\n"
     . '    access_log ' . $t->dir . '/logs/fuzz.log fuzz;';
 $t->start;

@@ -251,6 +251,73 @@ char *llm_chat_template_render_flags(const llm_chat_template *t,
     struct yajl_val_s *kwargs, unsigned flags, size_t *len, char *err);
 
 
+/* The template's source text (both sources when tokenizer_config.json
+ * names a "default" and a "tool_use" template), for what depends on the
+ * markup a model family was taught (llm_tool_parser_detect()). */
+const char *llm_chat_template_source(const llm_chat_template *t);
+
+
+/*
+ * Tool calls in generated text (engine/toolcall): vLLM's tool-call parsers
+ * for the markup each model family's chat template teaches.  A parser is
+ * fed the text of one sequence piece by piece, as the engine makes it, and
+ * reports what it is, through a callback, as soon as it can tell:
+ * content (never markup that parsed), the start of a call (its index and
+ * name), and fragments of its arguments: the bytes of the arguments' JSON
+ * value as the model wrote them.  After llm_tool_parser_finish() the
+ * result: the calls, each with its arguments as one JSON text, and the
+ * content -- or, when markup was malformed or unfinished, no calls and the
+ * whole text as content (vLLM's rule; a stream that already reported a
+ * call cannot take it back).  docs/api.md, "Tool calls".
+ */
+typedef enum {
+    LLM_TOOL_PARSER_NONE = 0,
+    LLM_TOOL_PARSER_HERMES,              /* <tool_call>{"name", "arguments"}</tool_call> */
+    LLM_TOOL_PARSER_LLAMA3_JSON,         /* [<|python_tag|>]{"name", "parameters"}; ... */
+    LLM_TOOL_PARSER_MISTRAL              /* [TOOL_CALLS][{...}, ...] or [TOOL_CALLS]name[ARGS]{...} */
+} llm_tool_parser_kind;
+
+/* "hermes", "llama3_json", "mistral"; -1 for another name. */
+int llm_tool_parser_kind_from_name(const char *name, size_t len);
+const char *llm_tool_parser_kind_name(llm_tool_parser_kind k);
+/* The parser a chat template's markup asks for, or NONE. */
+llm_tool_parser_kind llm_tool_parser_detect(const char *template_source);
+
+typedef enum {
+    LLM_TOOL_EV_CONTENT = 0,             /* text: content */
+    LLM_TOOL_EV_CALL,                    /* call `index` starts; text: its name */
+    LLM_TOOL_EV_ARGS                     /* text: more of call `index`'s arguments */
+} llm_tool_event_type;
+
+typedef struct {
+    llm_tool_event_type  type;
+    int                  index;
+    const char          *text;           /* valid during the callback */
+    size_t               len;
+} llm_tool_event;
+
+typedef void (*llm_tool_event_fn)(const llm_tool_event *ev, void *data);
+
+typedef struct llm_tool_parser  llm_tool_parser;
+
+llm_tool_parser *llm_tool_parser_new(llm_tool_parser_kind kind);
+void llm_tool_parser_free(llm_tool_parser *p);
+/* fn may be NULL (only the result is wanted). */
+void llm_tool_parser_feed(llm_tool_parser *p, const char *text, size_t len,
+    llm_tool_event_fn fn, void *data);
+/* The end of the sequence: what was held back is reported. */
+void llm_tool_parser_finish(llm_tool_parser *p, llm_tool_event_fn fn,
+    void *data);
+/* After finish: the calls (0: none, the whole text is the content) ... */
+int llm_tool_parser_n_calls(const llm_tool_parser *p);
+const char *llm_tool_parser_call_name(const llm_tool_parser *p, int i,
+    size_t *len);
+const char *llm_tool_parser_call_args(const llm_tool_parser *p, int i,
+    size_t *len);
+/* ... and the content: NULL for none (calls and nothing before them). */
+const char *llm_tool_parser_content(const llm_tool_parser *p, size_t *len);
+
+
 /* Small primitives the module and the engine share. */
 
 /* Parses JSON from a client into yajl's tree: RFC 8259 as Python's
@@ -289,6 +356,10 @@ size_t llm_utf8_repair(const char *s, size_t n, char *out);
  * CSPRNG (getrandom), for ids that must not be predictable (16 bytes give
  * the 128 bits of an OpenAI id). */
 void llm_random_hex(char *out, size_t n_bytes);
+
+/* n characters of [A-Za-z0-9], uniform, from the kernel's CSPRNG, and a
+ * NUL (Mistral's 9-character tool-call ids). */
+void llm_random_alnum(char *out, size_t n);
 
 /* A double as Python's repr() writes it ("1.0", "0.1", "1e-05", "1e+16"):
  * the shortest digits that read back exactly.  buf: 32 bytes. */

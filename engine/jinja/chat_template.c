@@ -33,6 +33,7 @@ struct llm_chat_template {
     char            *special_value[LLM_MAX_SPECIAL];
     char           **additional;    /* additional_special_tokens, or NULL */
     int              nadditional;
+    char            *source;        /* the source texts, joined */
 };
 
 
@@ -72,12 +73,29 @@ llm_add_special(llm_chat_template *t, const char *name, const char *value)
 }
 
 
+/* keeps the source text of a template (llm_chat_template_source()) */
+static void
+llm_keep_source(llm_chat_template *t, const char *src, size_t len)
+{
+    size_t  have = t->source ? strlen(t->source) : 0;
+
+    t->source = llm_xrealloc(t->source, have + len + 2);
+    if (have) {
+        t->source[have++] = '\n';
+    }
+    memcpy(t->source + have, src, len);
+    t->source[have + len] = '\0';
+}
+
+
 static jinja_template *
-llm_parse_named(const char *src, const char *what, char *err)
+llm_parse_named(llm_chat_template *t, const char *src, const char *what,
+    char *err)
 {
     jinja_template  *tpl;
     char             msg[LLM_ERR_LEN];
 
+    llm_keep_source(t, src, strlen(src));
     tpl = jinja_parse(src, strlen(src), msg);
     if (tpl == NULL) {
         llm_errf(err, "%s: %s", what, msg);
@@ -98,7 +116,7 @@ llm_chat_template_from_config(llm_chat_template *t, yajl_val ct,
     char         what[PATH_MAX + 64];
 
     if (YAJL_IS_STRING(ct)) {
-        t->dflt = llm_parse_named(YAJL_GET_STRING(ct), path, err);
+        t->dflt = llm_parse_named(t, YAJL_GET_STRING(ct), path, err);
         return t->dflt != NULL;
     }
     if (!YAJL_IS_ARRAY(ct)) {
@@ -119,14 +137,14 @@ llm_chat_template_from_config(llm_chat_template *t, yajl_val ct,
         snprintf(what, sizeof(what), "%s (chat template '%s')", path,
                  name->u.string);
         if (strcmp(name->u.string, "default") == 0 && t->dflt == NULL) {
-            t->dflt = llm_parse_named(src->u.string, what, err);
+            t->dflt = llm_parse_named(t, src->u.string, what, err);
             if (t->dflt == NULL) {
                 return 0;
             }
         } else if (strcmp(name->u.string, "tool_use") == 0
                    && t->tool_use == NULL)
         {
-            t->tool_use = llm_parse_named(src->u.string, what, err);
+            t->tool_use = llm_parse_named(t, src->u.string, what, err);
             if (t->tool_use == NULL) {
                 return 0;
             }
@@ -207,7 +225,7 @@ llm_chat_template_load(const char *dir, char *err)
         src = llm_read_file(jpath, NULL, err);
         ok = src != NULL;
         if (ok) {
-            t->dflt = llm_parse_named(src, jpath, err);
+            t->dflt = llm_parse_named(t, src, jpath, err);
             ok = t->dflt != NULL;
             free(src);
         }
@@ -233,8 +251,10 @@ llm_chat_template_parse(const char *src, size_t len, const char *bos_token,
 
     err[0] = '\0';
     t = llm_xcalloc(1, sizeof(*t));
+    llm_keep_source(t, src, len);
     t->dflt = jinja_parse(src, len, err);
     if (t->dflt == NULL) {
+        free(t->source);
         free(t);
         return NULL;
     }
@@ -262,7 +282,15 @@ llm_chat_template_free(llm_chat_template *t)
         free(t->additional[i]);
     }
     free(t->additional);
+    free(t->source);
     free(t);
+}
+
+
+const char *
+llm_chat_template_source(const llm_chat_template *t)
+{
+    return t->source ? t->source : "";
 }
 
 

@@ -66,3 +66,25 @@ llm_random_hex(char *out, size_t n_bytes)
     }
     *out = '\0';
 }
+
+
+void
+llm_random_alnum(char *out, size_t n)
+{
+    static const char  set[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                               "abcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char      b[32];
+    size_t             i;
+
+    while (n > 0) {
+        random_bytes(b, sizeof(b));
+        /* 248 = 4 * 62: bytes above it would favour the first letters */
+        for (i = 0; i < sizeof(b) && n > 0; i++) {
+            if (b[i] < 248) {
+                *out++ = set[b[i] % 62];
+                n--;
+            }
+        }
+    }
+    *out = '\0';
+}

