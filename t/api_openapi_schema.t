@@ -51,8 +51,8 @@ sub body {
 
 # chat and completions streams: every data event but [DONE]
 sub sse_data {
-    my ($name, $schema, $path, $req) = @_;
-    my $r = $t->stream($path, $req);
+    my ($name, $schema, $path, $req, $server) = @_;
+    my $r = ($server // $t)->stream($path, $req);
     is($r->{status}, 200, "$name: status");
     my @blocks = split /\n\n/, $r->{content};
     my $n = 0;
@@ -286,6 +286,29 @@ body('400, cancel of a finished response', 'ErrorResponse',
 body('405', 'ErrorResponse', $t->request('PUT', '/v1/models'), 405);
 body('413, nginx\'s own error', 'ErrorResponse',
      $t->post('/v1/completions', { %cmpl, prompt => 'x' x (1 << 20) }), 413);
+
+# --- tool calls: a model that writes a Hermes call (t/api_tools.t) ---
+
+my ($hdir, $hc) = NginxLLM->script_model(
+    "<tool_call>\n{\"name\": \"get_weather\", \"arguments\" "
+    . ":{\"city\":\"Paris\"}}\n</tool_call>");
+my $tt = NginxLLM->new(model => $hdir, http => 'llm_tool_call_parser hermes;');
+$tt->start;
+my %call = (messages => [ { role => 'user', content => 'Weather in Paris?' } ],
+            tools => [{ type => 'function',
+                        function => { name => 'get_weather',
+                                      parameters => { type => 'object' } } }],
+            temperature => 0, max_tokens => 64,
+            logit_bias => { $hc->[0][0] => 100 });
+my $called = body('chat, a tool call', 'CreateChatCompletionResponse',
+                  $tt->post('/v1/chat/completions', \%call));
+is($called->{json}{choices}[0]{finish_reason}, 'tool_calls',
+   'chat: finish_reason tool_calls');
+sse_data('chat stream, a tool call', 'CreateChatCompletionStreamResponse',
+         '/v1/chat/completions',
+         { %call, stream => \1, stream_options => { include_usage => \1 } },
+         $tt);
+$tt->done;
 
 # --- the checker rejects what breaks the spec ---
 
