@@ -1,0 +1,296 @@
+/*
+ * grammar_mask.c -- grammar_mask.h: the vocabulary tries and the walk.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/grammar_mask.h"
+#include "util/util.h"
+
+typedef struct {
+    uint8_t   byte;
+    uint8_t   pad;
+    uint16_t  depth;                 /* 1: a first byte */
+    int32_t   tok;                   /* a token whose text ends here, or -1 */
+    int32_t   end;                   /* the node after this subtree */
+} gv_node;
+
+typedef struct {
+    gv_node  *nodes;
+    int       n;
+    int       max_depth;
+} gv_trie;
+
+struct llm_gvocab {
+    int        vocab;
+    gv_trie    full, other;          /* every token; the not plain ones */
+    int32_t   *dup;                  /* the next token of the same text */
+    uint8_t   *plain;                /* 0, or the characters (1..254) */
+};
+
+
+static const llm_token_texts  *gv_sort_tt;
+
+
+static int
+gv_cmp(const void *a, const void *b)
+{
+    const llm_token_texts  *tt = gv_sort_tt;
+    int32_t                 x = *(const int32_t *) a, y = *(const int32_t *) b;
+    int                     lx = tt->len[x], ly = tt->len[y], r;
+
+    r = memcmp(tt->bytes + tt->off[x], tt->bytes + tt->off[y],
+               (size_t) (lx < ly ? lx : ly));
+    if (r != 0) {
+        return r;
+    }
+    if (lx != ly) {
+        return lx < ly ? -1 : 1;
+    }
+    return x < y ? -1 : x > y;
+}
+
+
+/* ids sorted by text: the preorder trie, with their duplicates chained */
+static void
+gv_build(gv_trie *t, const llm_token_texts *tt, const int32_t *ids, int n,
+    int32_t *dup)
+{
+    int         *stack = NULL, sp = 0, cap_stack = 0, i, l, k, len, cap = 0;
+    int32_t      id, prev = -1;
+    const char  *s, *ps = NULL;
+
+    t->nodes = NULL;
+    t->n = 0;
+    t->max_depth = 0;
+    for (i = 0; i < n; i++) {
+        id = ids[i];
+        s = tt->bytes + tt->off[id];
+        len = tt->len[id];
+        l = 0;
+        if (prev >= 0) {
+            int  pl = tt->len[prev];
+
+            while (l < len && l < pl && s[l] == ps[l]) {
+                l++;
+            }
+        }
+        /* close the nodes below the common prefix */
+        while (sp > l) {
+            t->nodes[stack[--sp]].end = t->n;
+        }
+        if (l == len && prev >= 0 && len == tt->len[prev]) {
+            /* the same text again */
+            dup[id] = dup[prev];
+            dup[prev] = id;
+            prev = id;
+            ps = s;
+            continue;
+        }
+        for (k = l; k < len; k++) {
+            if (t->n == cap) {
+                cap = cap ? 2 * cap : 4096;
+                t->nodes = llm_xrealloc(t->nodes, sizeof(gv_node) * (size_t) cap);
+            }
+            if (sp == cap_stack) {
+                cap_stack = cap_stack ? 2 * cap_stack : 64;
+                stack = llm_xrealloc(stack, sizeof(int) * (size_t) cap_stack);
+            }
+            t->nodes[t->n].byte = (uint8_t) s[k];
+            t->nodes[t->n].pad = 0;
+            t->nodes[t->n].depth = (uint16_t) (k + 1);
+            t->nodes[t->n].tok = -1;
+            t->nodes[t->n].end = -1;
+            stack[sp++] = t->n++;
+        }
+        if (len > t->max_depth) {
+            t->max_depth = len;
+        }
+        t->nodes[stack[sp - 1]].tok = id;
+        prev = id;
+        ps = s;
+    }
+    while (sp > 0) {
+        t->nodes[stack[--sp]].end = t->n;
+    }
+    free(stack);
+}
+
+
+/* plain: whole UTF-8 characters, none of them '"', '\\' or a control
+ * byte; the count of characters, or 0 */
+static int
+gv_plain(const char *s, int len)
+{
+    int  i = 0, chars = 0;
+
+    if (len <= 0 || !llm_utf8_valid(s, (size_t) len)) {
+        return 0;
+    }
+    for (i = 0; i < len; i++) {
+        unsigned char  c = (unsigned char) s[i];
+
+        if (c == '"' || c == '\\' || c < 0x20) {
+            return 0;
+        }
+        chars += (c & 0xC0) != 0x80;
+    }
+    return chars > 254 ? 254 : chars;
+}
+
+
+llm_gvocab *
+llm_gvocab_create(const llm_token_texts *tt, int vocab)
+{
+    llm_gvocab  *v = llm_xcalloc(1, sizeof(*v));
+    int32_t     *ids, *other;
+    int          i, n = 0, m = 0;
+
+    v->vocab = vocab;
+    v->plain = llm_xcalloc((size_t) vocab + 1, 1);
+    v->dup = llm_xmalloc(sizeof(int32_t) * ((size_t) vocab + 1));
+    ids = llm_xmalloc(sizeof(int32_t) * ((size_t) tt->n + 1));
+    other = llm_xmalloc(sizeof(int32_t) * ((size_t) tt->n + 1));
+    for (i = 0; i < vocab; i++) {
+        v->dup[i] = -1;
+    }
+    for (i = 0; i < tt->n && i < vocab; i++) {
+        if (tt->len[i] <= 0) {
+            continue;
+        }
+        ids[n++] = i;
+        v->plain[i] = (uint8_t) gv_plain(tt->bytes + tt->off[i], tt->len[i]);
+    }
+    gv_sort_tt = tt;
+    qsort(ids, (size_t) n, sizeof(int32_t), gv_cmp);
+    gv_sort_tt = NULL;
+    for (i = 0; i < n; i++) {
+        if (!v->plain[ids[i]]) {
+            other[m++] = ids[i];
+        }
+    }
+    gv_build(&v->full, tt, ids, n, v->dup);
+    /* the second trie shares the chains: a duplicate text is plain or not
+     * as its first is */
+    {
+        int32_t  *dup2 = llm_xmalloc(sizeof(int32_t) * ((size_t) vocab + 1));
+
+        for (i = 0; i < vocab; i++) {
+            dup2[i] = -1;
+        }
+        gv_build(&v->other, tt, other, m, dup2);
+        free(dup2);
+    }
+    free(ids);
+    free(other);
+    return v;
+}
+
+
+void
+llm_gvocab_free(llm_gvocab *v)
+{
+    if (v == NULL) {
+        return;
+    }
+    free(v->full.nodes);
+    free(v->other.nodes);
+    free(v->dup);
+    free(v->plain);
+    free(v);
+}
+
+
+void
+llm_gmask_scratch_free(llm_gmask_scratch *w)
+{
+    free(w->levels);
+    free(w->ids);
+    free(w->vals);
+    memset(w, 0, sizeof(*w));
+}
+
+
+static void
+gm_reserve(llm_gmask_scratch *w, const llm_gvocab *v)
+{
+    int  depth = v->full.max_depth + 1;
+
+    if (w->n_levels < depth) {
+        free(w->levels);
+        w->levels = llm_xmalloc(sizeof(llm_grammar_state) * (size_t) depth);
+        w->n_levels = depth;
+    }
+    if (w->cap < v->vocab) {
+        free(w->ids);
+        free(w->vals);
+        w->ids = llm_xmalloc(sizeof(int32_t) * (size_t) v->vocab);
+        w->vals = llm_xmalloc(sizeof(float) * (size_t) v->vocab);
+        w->cap = v->vocab;
+    }
+}
+
+
+/* The tokens of trie t the grammar takes from s, into w->ids. */
+static int
+gm_walk(const llm_gvocab *v, const gv_trie *t, const llm_grammar *g,
+    const llm_grammar_state *s, llm_gmask_scratch *w)
+{
+    const gv_node  *nd = t->nodes;
+    int             i = 0, n = 0, d;
+    int32_t         tok;
+
+    while (i < t->n) {
+        d = nd[i].depth;
+        if (llm_grammar_step(g, d == 1 ? s : &w->levels[d - 1], nd[i].byte,
+                             &w->levels[d]) != 0)
+        {
+            i = nd[i].end;
+            continue;
+        }
+        for (tok = nd[i].tok; tok >= 0; tok = v->dup[tok]) {
+            w->ids[n++] = tok;
+        }
+        i++;
+    }
+    return n;
+}
+
+
+int
+llm_grammar_mask(const llm_gvocab *v, const llm_grammar *g,
+    const llm_grammar_state *s, float *logits, llm_gmask_scratch *w)
+{
+    const uint8_t  *plain = v->plain;
+    int             room, n, k, i, any = 0, V = v->vocab;
+
+    gm_reserve(w, v);
+    room = llm_grammar_string_room(g, s);
+    n = gm_walk(v, room >= 0 ? &v->other : &v->full, g, s, w);
+    for (k = 0; k < n; k++) {
+        w->vals[k] = logits[w->ids[k]];
+        any |= w->vals[k] != -INFINITY;
+    }
+    if (room >= 0) {
+        /* plain tokens of at most room characters stay (room 255: any) */
+        uint8_t  r = (uint8_t) room;
+
+        for (i = 0; i < V; i++) {
+            if ((uint8_t) (plain[i] - 1) >= r) {
+                logits[i] = -INFINITY;
+            }
+        }
+        for (i = 0; i < V && !any; i++) {
+            any = logits[i] != -INFINITY;
+        }
+    } else {
+        for (i = 0; i < V; i++) {
+            logits[i] = -INFINITY;
+        }
+    }
+    for (k = 0; k < n; k++) {
+        logits[w->ids[k]] = w->vals[k];
+    }
+    return any;
+}

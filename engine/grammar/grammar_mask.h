@@ -1,0 +1,44 @@
+/*
+ * grammar_mask.h -- the token mask of a grammar state: which tokens'
+ * texts the automaton takes whole.
+ *
+ * The vocabulary is a byte trie of the token texts, laid out in preorder
+ * with each node's subtree end, and walked with the automaton's state: a
+ * byte refused prunes every token under it, so outside strings (keys,
+ * punctuation, numbers, literals) only the few live branches are visited.
+ * Inside a JSON string that takes any character (no pattern or format),
+ * "plain" tokens (whole UTF-8 characters, no quote, backslash or control
+ * byte: most of a vocabulary) are taken as they are, within the string's
+ * maxLength by their character count, and only the other tokens are walked,
+ * in a second trie of their own.
+ */
+#ifndef LLM_GRAMMAR_MASK_H
+#define LLM_GRAMMAR_MASK_H
+
+#include <stdint.h>
+
+#include "grammar/grammar.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct llm_gvocab  llm_gvocab;
+
+typedef struct {
+    llm_grammar_state  *levels;      /* one per trie depth */
+    int                 n_levels;
+    int32_t            *ids;
+    float              *vals;
+    int                 cap;
+} llm_gmask_scratch;
+
+llm_gvocab *llm_gvocab_create(const llm_token_texts *tt, int vocab);
+void llm_gvocab_free(llm_gvocab *v);
+
+/* Sets the logits of the tokens s refuses to -INFINITY (every token id up
+ * to vocab; the EOS ids are the caller's); returns whether a token with a
+ * finite logit remains. */
+int llm_grammar_mask(const llm_gvocab *v, const llm_grammar *g,
+    const llm_grammar_state *s, float *logits, llm_gmask_scratch *w);
+
+void llm_gmask_scratch_free(llm_gmask_scratch *w);
+
+#endif /* LLM_GRAMMAR_MASK_H */
