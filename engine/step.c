@@ -308,8 +308,14 @@ llm_engine_finish(llm_engine *e, llm_request *r, llm_finish_reason why,
 static void
 llm_engine_grammar_alphabet(llm_engine *e)
 {
+    llm_gtexts  gt;
+
     llm_tokenizer_token_texts(e->model->tokenizer, &e->texts);
-    e->gvocab = llm_gvocab_create(&e->texts, e->model->config.vocab_size);
+    gt.bytes = e->texts.bytes;
+    gt.off = e->texts.off;
+    gt.len = e->texts.len;
+    gt.n = e->texts.n;
+    e->gvocab = llm_gvocab_create(&gt, e->model->config.vocab_size);
 }
 
 

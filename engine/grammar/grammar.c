@@ -1086,15 +1086,19 @@ llm_grammar_release(llm_grammar *g)
 
 
 char *
-llm_grammar_spec_schema(const char *schema_json, size_t len)
+llm_structured_spec(const char *kind, const char *json, size_t len)
 {
-    static const char  pre[] = "{\"schema\":";
-    char              *s = llm_xmalloc(sizeof(pre) + len + 1);
+    size_t  k = strlen(kind);
+    char   *s = llm_xmalloc(k + len + 6);
 
-    memcpy(s, pre, sizeof(pre) - 1);
-    memcpy(s + sizeof(pre) - 1, schema_json, len);
-    s[sizeof(pre) - 1 + len] = '}';
-    s[sizeof(pre) + len] = '\0';
+    s[0] = '{';
+    s[1] = '"';
+    memcpy(s + 2, kind, k);
+    s[k + 2] = '"';
+    s[k + 3] = ':';
+    memcpy(s + k + 4, json, len);
+    s[k + 4 + len] = '}';
+    s[k + 5 + len] = '\0';
     return s;
 }
 

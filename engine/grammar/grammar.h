@@ -113,8 +113,6 @@ int llm_grammar_string_room(const llm_grammar *g, const llm_grammar_state *s);
 void llm_grammar_state_copy(llm_grammar_state *dst,
     const llm_grammar_state *src);
 
-/* Spec texts (malloc'd, NUL-terminated) around a JSON text already
- * serialized: {"schema": JSON}. */
-char *llm_grammar_spec_schema(const char *schema_json, size_t len);
+/* llm_structured_spec() (llm.h) builds {"KIND": JSON} texts. */
 
 #endif /* LLM_GRAMMAR_H */

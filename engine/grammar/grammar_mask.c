@@ -30,13 +30,13 @@ struct llm_gvocab {
 };
 
 
-static const llm_token_texts  *gv_sort_tt;
+static const llm_gtexts  *gv_sort_tt;
 
 
 static int
 gv_cmp(const void *a, const void *b)
 {
-    const llm_token_texts  *tt = gv_sort_tt;
+    const llm_gtexts  *tt = gv_sort_tt;
     int32_t                 x = *(const int32_t *) a, y = *(const int32_t *) b;
     int                     lx = tt->len[x], ly = tt->len[y], r;
 
@@ -54,7 +54,7 @@ gv_cmp(const void *a, const void *b)
 
 /* ids sorted by text: the preorder trie, with their duplicates chained */
 static void
-gv_build(gv_trie *t, const llm_token_texts *tt, const int32_t *ids, int n,
+gv_build(gv_trie *t, const llm_gtexts *tt, const int32_t *ids, int n,
     int32_t *dup)
 {
     int         *stack = NULL, sp = 0, cap_stack = 0, i, l, k, len, cap = 0;
@@ -141,7 +141,7 @@ gv_plain(const char *s, int len)
 
 
 llm_gvocab *
-llm_gvocab_create(const llm_token_texts *tt, int vocab)
+llm_gvocab_create(const llm_gtexts *tt, int vocab)
 {
     llm_gvocab  *v = llm_xcalloc(1, sizeof(*v));
     int32_t     *ids, *other;

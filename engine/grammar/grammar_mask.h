@@ -18,7 +18,6 @@
 #include <stdint.h>
 
 #include "grammar/grammar.h"
-#include "tokenizer/tokenizer.h"
 
 typedef struct llm_gvocab  llm_gvocab;
 
@@ -30,7 +29,16 @@ typedef struct {
     int                 cap;
 } llm_gmask_scratch;
 
-llm_gvocab *llm_gvocab_create(const llm_token_texts *tt, int vocab);
+/* The texts of tokens 0 .. n-1: bytes + off[id], len[id] bytes (-1: not
+ * text, never allowed); vocab >= n ids in all. */
+typedef struct {
+    const char      *bytes;
+    const uint32_t  *off;
+    const int32_t   *len;
+    int32_t          n;
+} llm_gtexts;
+
+llm_gvocab *llm_gvocab_create(const llm_gtexts *tt, int vocab);
 void llm_gvocab_free(llm_gvocab *v);
 
 /* Sets the logits of the tokens s refuses to -INFINITY (every token id up

@@ -283,6 +283,11 @@ char *llm_json_dump(struct yajl_val_s *v, size_t *len);
  * honoured (a JSON Schema keyword, a bad regex ...). */
 int llm_structured_check(const char *spec, char *err);
 
+/* The spec {"KIND": JSON} (malloc'd, NUL-terminated) around JSON text
+ * already written: KIND "schema" with a JSON Schema, "choice" with an
+ * array of strings, "regex" with a string ... */
+char *llm_structured_spec(const char *kind, const char *json, size_t len);
+
 /* Frees a tree from llm_json_parse() or yajl_tree_parse() (and nodes added
  * to it with malloc), iteratively: use it instead of yajl_tree_free(). */
 void llm_json_free(struct yajl_val_s *root);

@@ -37,7 +37,7 @@ static char  err[LLM_ERR_LEN];
 static llm_grammar *
 compile_schema(const char *schema)
 {
-    char         *spec = llm_grammar_spec_schema(schema, strlen(schema));
+    char         *spec = llm_structured_spec("schema", schema, strlen(schema));
     llm_grammar  *g = llm_grammar_compile(spec, strlen(spec), err);
 
     free(spec);
@@ -376,7 +376,11 @@ test_mask(void)
     }
     llm_tokenizer_token_texts(tok, &tt);
     V = tt.n;
-    v = llm_gvocab_create(&tt, V);
+    {
+        llm_gtexts  gt = { tt.bytes, tt.off, tt.len, tt.n };
+
+        v = llm_gvocab_create(&gt, V);
+    }
     g = compile_schema(tool);
     tap_ok(g != NULL && V > 128000, "a 5-field tool schema, %d tokens", V);
     if (g == NULL) {
