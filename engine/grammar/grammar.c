@@ -277,7 +277,9 @@ g_object(const llm_grammar *g, const g_node *nd, llm_gcfg *cfg,
     case O_KEYIN:
         allowed = g_obj_allowed(g, nd, f->i, depth);
         t = f->j >= 0 ? g_trie_child(g, f->j, c) : -1;
-        if (c == '"') {
+        /* a '"' ends the key, unless it is an escaped one of a declared
+         * name (the trie goes on after it) */
+        if (c == '"' && (t < 0 || g->trie[t].term >= 0)) {
             if (t >= 0 && g->trie[t].term >= 0) {
                 p = g->trie[t].term;
                 if (!((allowed >> p) & 1)) {
