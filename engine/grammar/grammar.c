@@ -397,8 +397,11 @@ g_str_char(const llm_grammar *g, const g_node *nd, llm_gframe *f,
     unsigned char c, int starts)
 {
     const llm_dfa  *d;
-    int             cnt = f->i + starts, t;
+    int             cnt, t;
 
+    /* characters are counted only for a length: a string without one has
+     * the same state all along (and the mask's cache finds it) */
+    cnt = f->i + (nd->min > 0 || nd->max >= 0 ? starts : 0);
     if (nd->max >= 0 && cnt > nd->max) {
         return -1;
     }
@@ -985,6 +988,30 @@ llm_grammar_complete(const llm_grammar *g, const llm_grammar_state *s)
         }
     }
     return 0;
+}
+
+
+size_t
+llm_grammar_state_key(const llm_grammar *g, const llm_grammar_state *s,
+    void *buf, size_t cap)
+{
+    size_t  n = sizeof(uint64_t) + sizeof(int), k, len;
+    char   *p = buf;
+
+    if (n > cap) {
+        return 0;
+    }
+    memcpy(p, &g->id, sizeof(uint64_t));
+    memcpy(p + sizeof(uint64_t), &s->n, sizeof(int));
+    for (k = 0; k < (size_t) s->n; k++) {
+        len = offsetof(llm_gcfg, fr) + sizeof(llm_gframe) * s->c[k].depth;
+        if (n + len > cap) {
+            return 0;
+        }
+        memcpy(p + n, &s->c[k], len);
+        n += len;
+    }
+    return n;
 }
 
 

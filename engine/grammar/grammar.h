@@ -109,6 +109,11 @@ int llm_grammar_complete(const llm_grammar *g, const llm_grammar_state *s);
  * takes (255: no limit); -1 otherwise. */
 int llm_grammar_string_room(const llm_grammar *g, const llm_grammar_state *s);
 
+/* The state (and which grammar it is of) as bytes to compare, in buf:
+ * their length, or 0 when they do not fit in cap. */
+size_t llm_grammar_state_key(const llm_grammar *g,
+    const llm_grammar_state *s, void *buf, size_t cap);
+
 /* Copies a state's used part. */
 void llm_grammar_state_copy(llm_grammar_state *dst,
     const llm_grammar_state *src);

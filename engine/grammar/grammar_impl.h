@@ -74,6 +74,7 @@ struct llm_grammar {
     int        n_alt_list, cap_alt_list;
     int        root;
     int        trail_ws;           /* whitespace may follow the text (JSON) */
+    uint64_t   id;                 /* unique in the process (mask caches) */
     /* the cache's */
     int        refs;
     char      *key;

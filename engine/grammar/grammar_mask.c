@@ -27,6 +27,7 @@ struct llm_gvocab {
     gv_trie    full, other;          /* every token; the not plain ones */
     int32_t   *dup;                  /* the next token of the same text */
     uint8_t   *plain;                /* 0, or the characters (1..254) */
+    float     *refused;              /* vocab times -INFINITY, to copy */
 };
 
 
@@ -150,6 +151,10 @@ llm_gvocab_create(const llm_gtexts *tt, int vocab)
     v->vocab = vocab;
     v->plain = llm_xcalloc((size_t) vocab + 1, 1);
     v->dup = llm_xmalloc(sizeof(int32_t) * ((size_t) vocab + 1));
+    v->refused = llm_xmalloc(sizeof(float) * ((size_t) vocab + 1));
+    for (i = 0; i < vocab; i++) {
+        v->refused[i] = -INFINITY;
+    }
     ids = llm_xmalloc(sizeof(int32_t) * ((size_t) tt->n + 1));
     other = llm_xmalloc(sizeof(int32_t) * ((size_t) tt->n + 1));
     for (i = 0; i < vocab; i++) {
@@ -198,6 +203,7 @@ llm_gvocab_free(llm_gvocab *v)
     free(v->other.nodes);
     free(v->dup);
     free(v->plain);
+    free(v->refused);
     free(v);
 }
 
@@ -205,6 +211,13 @@ llm_gvocab_free(llm_gvocab *v)
 void
 llm_gmask_scratch_free(llm_gmask_scratch *w)
 {
+    int  i;
+
+    for (i = 0; i < LLM_GMASK_CACHE; i++) {
+        free(w->cache[i].key);
+        free(w->cache[i].ids);
+    }
+    free(w->key);
     free(w->levels);
     free(w->ids);
     free(w->vals);
@@ -221,6 +234,9 @@ gm_reserve(llm_gmask_scratch *w, const llm_gvocab *v)
         free(w->levels);
         w->levels = llm_xmalloc(sizeof(llm_grammar_state) * (size_t) depth);
         w->n_levels = depth;
+    }
+    if (w->key == NULL) {
+        w->key = llm_xmalloc(LLM_GMASK_KEY_MAX);
     }
     if (w->cap < v->vocab) {
         free(w->ids);
@@ -258,22 +274,88 @@ gm_walk(const llm_gvocab *v, const gv_trie *t, const llm_grammar *g,
 }
 
 
+/* The walk's ids for s, from the cache or walked (and then cached). */
+static const int32_t *
+gm_ids(const llm_gvocab *v, const llm_grammar *g, const llm_grammar_state *s,
+    int room, llm_gmask_scratch *w, int *n)
+{
+    llm_gmask_entry  *e, *victim = &w->cache[0];
+    size_t            len = llm_grammar_state_key(g, s, w->key,
+                                                  LLM_GMASK_KEY_MAX);
+    int               i;
+
+    for (i = 0; len && i < LLM_GMASK_CACHE; i++) {
+        e = &w->cache[i];
+        if (e->key_len == len && memcmp(e->key, w->key, len) == 0) {
+            e->used = ++w->clock;
+            w->hits++;
+            *n = e->n_ids;
+            return e->ids;
+        }
+        if (e->used < victim->used) {
+            victim = e;
+        }
+    }
+    w->misses++;
+    *n = gm_walk(v, room >= 0 ? &v->other : &v->full, g, s, w);
+    if (len == 0 || *n > LLM_GMASK_IDS_MAX) {
+        return w->ids;
+    }
+    free(victim->key);
+    free(victim->ids);
+    victim->key = llm_xmalloc(len);
+    memcpy(victim->key, w->key, len);
+    victim->key_len = len;
+    victim->ids = llm_xmalloc(sizeof(int32_t) * ((size_t) *n + 1));
+    memcpy(victim->ids, w->ids, sizeof(int32_t) * (size_t) *n);
+    victim->n_ids = *n;
+    victim->used = ++w->clock;
+    return victim->ids;
+}
+
+
 int
 llm_grammar_mask(const llm_gvocab *v, const llm_grammar *g,
     const llm_grammar_state *s, float *logits, llm_gmask_scratch *w)
 {
     const uint8_t  *plain = v->plain;
+    const int32_t  *ids;
     int             room, n, k, i, any = 0, V = v->vocab;
 
     gm_reserve(w, v);
     room = llm_grammar_string_room(g, s);
-    n = gm_walk(v, room >= 0 ? &v->other : &v->full, g, s, w);
+    ids = gm_ids(v, g, s, room, w, &n);
     for (k = 0; k < n; k++) {
-        w->vals[k] = logits[w->ids[k]];
+        w->vals[k] = logits[ids[k]];
         any |= w->vals[k] != -INFINITY;
     }
-    if (room >= 0) {
-        /* plain tokens of at most room characters stay (room 255: any) */
+    if (room == 255) {
+        /* every plain token stays: eight at a time, skipping the groups
+         * without a zero (most of them) */
+        const uint64_t  lo = 0x0101010101010101ULL, hi = 0x8080808080808080ULL;
+        uint64_t        x;
+
+        for (i = 0; i + 8 <= V; i += 8) {
+            memcpy(&x, plain + i, 8);
+            if (((x - lo) & ~x & hi) == 0) {
+                continue;
+            }
+            for (k = i; k < i + 8; k++) {
+                if (plain[k] == 0) {
+                    logits[k] = -INFINITY;
+                }
+            }
+        }
+        for ( ; i < V; i++) {
+            if (plain[i] == 0) {
+                logits[i] = -INFINITY;
+            }
+        }
+        for (i = 0; i < V && !any; i++) {
+            any = logits[i] != -INFINITY;
+        }
+    } else if (room >= 0) {
+        /* plain tokens of at most room characters stay */
         uint8_t  r = (uint8_t) room;
 
         for (i = 0; i < V; i++) {
@@ -285,12 +367,10 @@ llm_grammar_mask(const llm_gvocab *v, const llm_grammar *g,
             any = logits[i] != -INFINITY;
         }
     } else {
-        for (i = 0; i < V; i++) {
-            logits[i] = -INFINITY;
-        }
+        memcpy(logits, v->refused, sizeof(float) * (size_t) V);
     }
     for (k = 0; k < n; k++) {
-        logits[w->ids[k]] = w->vals[k];
+        logits[ids[k]] = w->vals[k];
     }
     return any;
 }

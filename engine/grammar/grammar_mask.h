@@ -11,6 +11,11 @@
  * byte: most of a vocabulary) are taken as they are, within the string's
  * maxLength by their character count, and only the other tokens are walked,
  * in a second trie of their own.
+ *
+ * The walk's result is kept for the LLM_GMASK_CACHE states seen last (by
+ * the state's bytes and the grammar's id): the same schema reaches the same
+ * states request after request, and a string without a length stays in one
+ * state all along.  What is left per token is one pass over the logits.
  */
 #ifndef LLM_GRAMMAR_MASK_H
 #define LLM_GRAMMAR_MASK_H
@@ -21,7 +26,23 @@
 
 typedef struct llm_gvocab  llm_gvocab;
 
+#define LLM_GMASK_CACHE     256
+#define LLM_GMASK_KEY_MAX   4096
+#define LLM_GMASK_IDS_MAX   65536
+
 typedef struct {
+    uint8_t            *key;
+    size_t              key_len;
+    int32_t            *ids;
+    int                 n_ids;
+    uint64_t            used;
+} llm_gmask_entry;
+
+typedef struct {
+    llm_gmask_entry     cache[LLM_GMASK_CACHE];
+    uint64_t            clock;
+    uint64_t            hits, misses;
+    uint8_t            *key;
     llm_grammar_state  *levels;      /* one per trie depth */
     int                 n_levels;
     int32_t            *ids;

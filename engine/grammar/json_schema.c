@@ -44,6 +44,8 @@
 
 #define SC_MAX_DEPTH 128
 
+static uint64_t  sc_next_id;
+
 typedef struct {
     llm_grammar  *g;
     yajl_val      doc;              /* the schema $ref resolves in */
@@ -1786,6 +1788,7 @@ llm_grammar_compile(const char *spec, size_t len, char *err)
     }
     memset(&c, 0, sizeof(c));
     c.g = g = llm_xcalloc(1, sizeof(*g));
+    g->id = __atomic_add_fetch(&sc_next_id, 1, __ATOMIC_RELAXED);
     c.err = err;
     g->root = sc_spec(&c, v);
     /* whitespace after the text: a JSON value's, not fixed text's */
