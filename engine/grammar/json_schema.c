@@ -1789,6 +1789,7 @@ llm_grammar_compile(const char *spec, size_t len, char *err)
     memset(&c, 0, sizeof(c));
     c.g = g = llm_xcalloc(1, sizeof(*g));
     g->id = __atomic_add_fetch(&sc_next_id, 1, __ATOMIC_RELAXED);
+    g->refs = 1;                        /* llm_grammar_release() frees it */
     c.err = err;
     g->root = sc_spec(&c, v);
     /* whitespace after the text: a JSON value's, not fixed text's */

@@ -455,6 +455,7 @@ test_mask(void)
     }
     tap_diag("mask cache: %llu hits, %llu misses",
              (unsigned long long) w.hits, (unsigned long long) w.misses);
+    llm_grammar_release(g);
 
     /* json_object's grammar through the same mask */
     {
