@@ -571,6 +571,16 @@ ngx_http_llm_job_format(ngx_http_llm_job_t *job, yajl_val format,
             return NGX_OK;
         }
 
+        if (job->sp.json_object || job->sp.structured) {
+            /* structured_outputs came first (/v1/responses) */
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, param,
+                                   "You can only use one kind of structured "
+                                   "outputs constraint but multiple are "
+                                   "specified (structured_outputs and %s)",
+                                   param);
+            return NGX_ERROR;
+        }
+
         if (ngx_strcmp(type->u.string, "json_object") == 0) {
             job->sp.json_object = 1;
             return NGX_OK;

@@ -1792,6 +1792,10 @@ llm_grammar_compile(const char *spec, size_t len, char *err)
     g->refs = 1;                        /* llm_grammar_release() frees it */
     c.err = err;
     g->root = sc_spec(&c, v);
+    if (g->root >= 0 && g->n_nodes > LLM_G_MAX_NODES) {
+        g->root = sc_fail(&c, "the schema is too large (more than %d nodes)",
+                          LLM_G_MAX_NODES);
+    }
     /* whitespace after the text: a JSON value's, not fixed text's */
     g->trail_ws = YAJL_IS_OBJECT(v) && v->u.object.len == 1
                   && (strcmp(v->u.object.keys[0], "schema") == 0

@@ -1103,6 +1103,7 @@ dfa_from_nfa(const nfa *a, int start, llm_dfa *d, char *err)
     int       *seeds, *out, *seen;
     int        cur, cap = 256;
     int        split[512];
+    long       work = 0;
 
     /* bytes no set tells apart share a class; continuation bytes apart */
     memset(cls, 0, sizeof(cls));
@@ -1179,6 +1180,12 @@ dfa_from_nfa(const nfa *a, int start, llm_dfa *d, char *err)
                 }
             }
             id = -1;
+            work += ns + sets.len[cur];
+            if (work > LLM_RE_MAX_WORK) {
+                llm_errf(err, "pattern: too complex to compile (more than "
+                         "%d steps)", LLM_RE_MAX_WORK);
+                goto fail;
+            }
             if (ns > 0) {
                 /* seeds may repeat: closure marks them once */
                 int  j, m = 0;

@@ -26,6 +26,7 @@
 #define LLM_RE_MAX_NEST   32
 #define LLM_RE_MAX_NFA    8192
 #define LLM_RE_MAX_DFA    2048
+#define LLM_RE_MAX_WORK   20000000 /* NFA states visited building the DFA */
 #define LLM_RE_MAX_LEN    255      /* length bounds a DFA is checked with */
 #define LLM_RE_LEN_WORDS  5        /* bits 0..255 exact, bit 256: >= 256 */
 

@@ -231,6 +231,10 @@ test_schemas(void)
     refuse("{\"type\":\"string\",\"pattern\":\"(?=a)b\"}", "look-around");
     refuse("{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}", "back-reference");
     refuse("{\"type\":\"widget\"}", "type 'widget'");
+    refuse("{\"type\":\"string\",\"pattern\":\"^[ab]*a[ab]{12}$\"}",
+           "DFA states");
+    refuse("{\"type\":\"string\",\"pattern\":\"(abcdefghij){1000}\"}",
+           "NFA states");
     refuse("{\"$ref\":\"http://x/y\"}", "$ref");
     refuse("{\"$ref\":\"#/$defs/missing\"}", "does not resolve");
     refuse("{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}",
