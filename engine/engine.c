@@ -374,7 +374,7 @@ llm_engine_destroy(llm_engine *e)
     free(e->lps);
     llm_sample_rows_free(&e->srows);
     llm_token_texts_free(&e->texts);
-    free(e->json_plain);
+    llm_gvocab_free(e->gvocab);
     llm_model_free(e->model);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);

@@ -47,7 +47,7 @@ struct llm_engine {
     llm_sample_rows     srows;              /* sampling on the device */
     llm_token_texts     texts;              /* structured output's alphabet,
                                              * built at the first use */
-    uint8_t            *json_plain;         /* llm_json_plain() of each */
+    llm_gvocab         *gvocab;             /* its tries (grammar_mask.h) */
     int32_t            *ids;                /* its ids, one per logits row */
     llm_token_logprob  *lps;                /* and logprobs, where asked */
     int                 ids_cap;

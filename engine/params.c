@@ -126,6 +126,11 @@ llm_sampling_params_validate(const llm_sampling_params *p,
                     p->logit_bias_ids[i], m->config.vocab_size);
         }
     }
+    if (p->structured != NULL && llm_structured_check(p->structured, err) != 0)
+    {
+        *param = "response_format";
+        return -1;
+    }
     if (p->cache_salt != NULL && p->cache_salt[0] == '\0') {
         LLM_BAD("cache_salt", "Parameter 'cache_salt' must be a non-empty "
                 "string if provided.");

@@ -144,7 +144,21 @@ llm_request_new(const llm_model *m, int max_model_len, const int32_t *prompt,
                                 sizeof(float) * p->n_logit_bias);
     r->params.logit_bias_ids = r->bias_ids;
     r->params.logit_bias_values = r->bias_values;
-    llm_json_init(&r->json);
+    if (p->json_object || p->structured) {
+        const char  *spec = p->structured ? p->structured : "{\"object\":true}";
+
+        r->grammar = llm_grammar_get(spec, strlen(spec), err);
+        if (r->grammar == NULL) {
+            free(r->stop_ids);
+            free(r->bias_ids);
+            free(r->bias_values);
+            free(r);
+            return NULL;
+        }
+        r->gstate = llm_xmalloc(sizeof(*r->gstate));
+        llm_grammar_init(r->grammar, r->gstate);
+    }
+    r->params.structured = NULL;        /* only the grammar is kept */
     if (p->cache_salt) {
         r->cache_root = llm_blocks_salt_key(p->cache_salt);
         r->params.cache_salt = NULL;    /* only its key is kept */
@@ -252,6 +266,8 @@ llm_request_unref(llm_request *r)
     free(r->spec_accepted);
     free(r->spec_drafted);
     free(r->held);
+    llm_grammar_release(r->grammar);
+    free(r->gstate);
     if (r->detok) {
         llm_detok_free(r->detok);
     }

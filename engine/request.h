@@ -86,8 +86,8 @@ struct llm_request {
     int                 n_blocks, cap_blocks;
     uint64_t           *keys;           /* prefix-cache keys of full blocks */
     uint64_t            cache_root;     /* the first block's parent key */
-    llm_json_state      json;           /* structured output: the grammar
-                                         * after the output so far */
+    llm_grammar        *grammar;        /* structured output, or NULL */
+    llm_grammar_state  *gstate;         /* its state after the output */
     int                 n_keys;
     llm_rng             rng;
     llm_detok          *detok;

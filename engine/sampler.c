@@ -96,6 +96,7 @@ llm_sampler_free(llm_sampler *s)
     free(s->seen);
     free(s->counts);
     llm_sample_mods_free(&s->mods);
+    llm_gmask_scratch_free(&s->gmask);
     memset(s, 0, sizeof(*s));
 }
 
@@ -269,68 +270,30 @@ llm_apply_allowed(llm_sampler *s, float *logits, const llm_sampling_params *p)
 }
 
 
-/* structured output: a token stays if its text continues the JSON object,
- * an EOS only once the object is complete */
+/* structured output: a token stays if the grammar takes its text, an EOS
+ * only once the text is complete */
 static void
-llm_apply_json(llm_sampler *s, float *logits, const llm_sample_ctx *c)
+llm_apply_grammar(llm_sampler *s, float *logits, const llm_sample_ctx *c)
 {
-    const llm_token_texts  *tt = c->texts;
-    const char             *text;
-    llm_json_state          st;
-    float                   eos[16];
-    uint8_t                 first[256];
-    int                     i, n_eos = c->n_eos < 16 ? c->n_eos : 16;
-    int                     complete = llm_json_complete(c->json);
-    int                     in_string = llm_json_in_string(c->json);
-    int                     any = 0;
-
-    /* which first bytes the grammar takes now: outside strings almost
-     * every token fails on its first byte, and is refused without a copy
-     * of the state */
-    for (i = 0; i < 256; i++) {
-        char  b = (char) i;
-
-        st = *c->json;
-        first[i] = llm_json_feed(&st, &b, 1) == 0;
-    }
+    float  eos[16];
+    int    i, n_eos = c->n_eos < 16 ? c->n_eos : 16, any;
+    int    complete = llm_grammar_complete(c->grammar, c->gstate);
 
     for (i = 0; i < n_eos; i++) {
         eos[i] = c->eos_ids[i] >= 0 && c->eos_ids[i] < s->vocab
                  ? logits[c->eos_ids[i]] : -INFINITY;
     }
-    for (i = 0; i < s->vocab; i++) {
-        if (logits[i] == -INFINITY) {
-            continue;
-        }
-        if (i >= tt->n || tt->len[i] <= 0) {
-            logits[i] = -INFINITY;
-            continue;
-        }
-        if (in_string && c->json_plain[i]) {
-            any = 1;
-            continue;                   /* a string takes it as it is */
-        }
-        text = tt->bytes + tt->off[i];
-        if (!first[(unsigned char) text[0]]) {
-            logits[i] = -INFINITY;
-            continue;
-        }
-        st = *c->json;
-        if (llm_json_feed(&st, text, (size_t) tt->len[i]) != 0) {
-            logits[i] = -INFINITY;
-        } else {
-            any = 1;
-        }
-    }
+    any = llm_grammar_mask(c->gvocab, c->grammar, c->gstate, logits,
+                           &s->gmask);
     for (i = 0; i < n_eos; i++) {
         if (c->eos_ids[i] >= 0 && c->eos_ids[i] < s->vocab) {
             logits[c->eos_ids[i]] = complete ? eos[i] : -INFINITY;
             any |= complete && eos[i] != -INFINITY;
         }
     }
-    /* nothing left (min_tokens holds back the EOS after a complete object,
+    /* nothing left (min_tokens holds back the EOS after a complete text,
      * allowed_token_ids leave no way on): an EOS, rather than a token that
-     * breaks the JSON; before min_tokens it does not end the sequence */
+     * breaks the grammar; before min_tokens it does not end the sequence */
     if (!any && n_eos > 0 && c->eos_ids[0] >= 0 && c->eos_ids[0] < s->vocab) {
         logits[c->eos_ids[0]] = 0.0f;
     }
@@ -351,8 +314,8 @@ llm_apply_mods(llm_sampler *s, float *logits, const llm_sample_ctx *c)
     if (c->p->n_allowed_token_ids > 0) {
         llm_apply_allowed(s, logits, c->p);
     }
-    if (c->json) {
-        llm_apply_json(s, logits, c);
+    if (c->grammar) {
+        llm_apply_grammar(s, logits, c);
     }
 }
 

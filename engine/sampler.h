@@ -9,7 +9,8 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
-#include "grammar/json_grammar.h"
+#include "grammar/grammar.h"
+#include "grammar/grammar_mask.h"
 #include "llm.h"
 #include "tokenizer/tokenizer.h"
 
@@ -32,15 +33,15 @@ typedef struct {
     const int32_t  *eos_ids;                     /* the model's EOS ids */
     int             n_eos;
     llm_rng        *rng;
-    /* structured output: the grammar's state after the output so far and
-     * every token's text; NULL when the output is free */
     /* bad_words as token sequences, one after the other */
     const int32_t          *bad_ids;
     const int32_t          *bad_lens;
     int                     n_bad;
-    const llm_json_state   *json;
-    const llm_token_texts  *texts;
-    const uint8_t          *json_plain;          /* llm_json_plain() of each */
+    /* structured output: the grammar, its state after the output so far
+     * and the vocabulary's tries; NULL when the output is free */
+    const llm_grammar        *grammar;
+    const llm_grammar_state  *gstate;
+    const llm_gvocab         *gvocab;
 } llm_sample_ctx;
 
 /* A growing list of modifications (the host's scratch, or a step's rows
@@ -63,6 +64,7 @@ typedef struct {
     uint8_t        *seen;                        /* penalty bookkeeping */
     int32_t        *counts;
     llm_sample_mods mods;
+    llm_gmask_scratch gmask;                     /* structured output's */
 } llm_sampler;
 
 void llm_sampler_init(llm_sampler *s, int vocab);

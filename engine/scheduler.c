@@ -390,7 +390,7 @@ llm_sched_running(llm_scheduler *s, llm_batch_buf *bb, llm_sched_budget *left)
         r->n_draft = 0;
         /* structured output checks each token against the grammar's state
          * after the one before: no drafts */
-        if (s->cfg.spec.k > 0 && n == 1 && !r->params.json_object) {
+        if (s->cfg.spec.k > 0 && n == 1 && !r->grammar) {
             k = llm_spec_schedule_drafts(&s->cfg.spec, r,
                                          s->cfg.max_model_len, left->tokens);
             /* drafts never preempt anyone: without blocks, no drafts */

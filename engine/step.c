@@ -22,7 +22,8 @@
 
 #include "backend/backend.h"
 #include "engine_internal.h"
-#include "grammar/json_grammar.h"
+#include "grammar/grammar.h"
+#include "grammar/grammar_mask.h"
 #include "request.h"
 #include "sampler.h"
 #include "sampler_rows.h"
@@ -132,16 +133,21 @@ llm_emit_text(llm_request *r, const char *s, size_t n)
  * sampler offered only tokens it takes, so this cannot fail (a token past
  * the texts, or one refused, leaves the state as it was). */
 static void
-llm_engine_json_advance(llm_engine *e, llm_request *r, int32_t id)
+llm_engine_grammar_advance(llm_engine *e, llm_request *r, int32_t id)
 {
-    llm_json_state  st = r->json;
+    llm_grammar_state  *st;
 
-    if (id >= 0 && id < e->texts.n && e->texts.len[id] > 0
-        && llm_json_feed(&st, e->texts.bytes + e->texts.off[id],
+    if (id < 0 || id >= e->texts.n || e->texts.len[id] <= 0) {
+        return;
+    }
+    st = llm_xmalloc(sizeof(*st));
+    llm_grammar_state_copy(st, r->gstate);
+    if (llm_grammar_feed(r->grammar, st, e->texts.bytes + e->texts.off[id],
                          (size_t) e->texts.len[id]) == 0)
     {
-        r->json = st;
+        llm_grammar_state_copy(r->gstate, st);
     }
+    free(st);
 }
 
 
@@ -239,8 +245,8 @@ llm_engine_accept_token(llm_engine *e, llm_request *r, int32_t id,
         llm_engine_finish(e, r, LLM_FINISH_STOP, now);
         return;
     }
-    if (r->params.json_object && !llm_is_eos(e, id)) {
-        llm_engine_json_advance(e, r, id);
+    if (r->grammar && !llm_is_eos(e, id)) {
+        llm_engine_grammar_advance(e, r, id);
     }
     if (r->detok == NULL) {
         r->detok = llm_detok_create(e->model->tokenizer, r->tokens,
@@ -297,21 +303,19 @@ llm_engine_finish(llm_engine *e, llm_request *r, llm_finish_reason why,
 /* ---- sampling ------------------------------------------------------------ */
 
 
-/* Structured output's alphabet, at its first use: every token's text, and
- * which of them a JSON string takes as they are. */
+/* Structured output's alphabet, at its first use: every token's text, in
+ * the tries the grammar's mask walks (grammar_mask.h). */
 static void
-llm_engine_json_alphabet(llm_engine *e)
+llm_engine_grammar_alphabet(llm_engine *e)
 {
-    llm_token_texts  *tt = &e->texts;
-    int32_t           i;
+    llm_gtexts  gt;
 
-    llm_tokenizer_token_texts(e->model->tokenizer, tt);
-    e->json_plain = llm_xmalloc((size_t) (tt->n ? tt->n : 1));
-    for (i = 0; i < tt->n; i++) {
-        e->json_plain[i] = tt->len[i] > 0
-                           && llm_json_plain(tt->bytes + tt->off[i],
-                                             (size_t) tt->len[i]);
-    }
+    llm_tokenizer_token_texts(e->model->tokenizer, &e->texts);
+    gt.bytes = e->texts.bytes;
+    gt.off = e->texts.off;
+    gt.len = e->texts.len;
+    gt.n = e->texts.n;
+    e->gvocab = llm_gvocab_create(&gt, e->model->config.vocab_size);
 }
 
 
@@ -330,16 +334,16 @@ llm_engine_sample_ctx(llm_engine *e, llm_request *r, int n_output,
     c->bad_ids = r->bad_ids;
     c->bad_lens = r->bad_lens;
     c->n_bad = r->n_bad;
-    c->json = NULL;
-    c->texts = NULL;
-    c->json_plain = NULL;
-    if (r->params.json_object) {
-        if (e->texts.len == NULL) {
-            llm_engine_json_alphabet(e);
+    c->grammar = NULL;
+    c->gstate = NULL;
+    c->gvocab = NULL;
+    if (r->grammar) {
+        if (e->gvocab == NULL) {
+            llm_engine_grammar_alphabet(e);
         }
-        c->json = &r->json;
-        c->texts = &e->texts;
-        c->json_plain = e->json_plain;
+        c->grammar = r->grammar;
+        c->gstate = r->gstate;
+        c->gvocab = e->gvocab;
     }
 }
 
@@ -421,7 +425,7 @@ llm_engine_sample_plan(llm_engine *e)
     for (i = 0; i < s->step.n; i++) {
         r = s->step.items[i];
         if (r->n_draft > 0 || s->step_lp_rows[i] > 0
-            || r->params.n_allowed_token_ids > 0 || r->params.json_object)
+            || r->params.n_allowed_token_ids > 0 || r->grammar)
         {
             return 0;
         }

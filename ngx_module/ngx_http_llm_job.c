@@ -550,15 +550,20 @@ ngx_http_llm_parse_unsupported(ngx_http_llm_job_t *job, yajl_val root)
 
 /*
  * Chat's and completions' response_format, /responses' text.format:
- * {"type": "text"}, or "json_object" (the output is constrained to a JSON
- * object, docs/api.md); JSON schemas are refused.
+ * {"type": "text"}; "json_object" (the output is constrained to a JSON
+ * object); "json_schema" with the schema in json_schema.schema (text.format:
+ * in schema, next to name and strict), compiled here so that what it
+ * cannot honour is a 400 naming the keyword, and sent to the engine as a
+ * grammar spec (docs/api.md, "Structured outputs").
  */
 
 ngx_int_t
 ngx_http_llm_job_format(ngx_http_llm_job_t *job, yajl_val format,
     const char *param)
 {
-    yajl_val  type;
+    yajl_val     type, js, name;
+    ngx_uint_t   flat;
+    const char  *where;
 
     type = llm_json_get(format, "type");
 
@@ -567,17 +572,107 @@ ngx_http_llm_job_format(ngx_http_llm_job_t *job, yajl_val format,
             return NGX_OK;
         }
 
+        if (job->sp.json_object || job->sp.structured) {
+            /* structured_outputs came first (/v1/responses) */
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, param,
+                                   "You can only use one kind of structured "
+                                   "outputs constraint but multiple are "
+                                   "specified (structured_outputs and %s)",
+                                   param);
+            return NGX_ERROR;
+        }
+
         if (ngx_strcmp(type->u.string, "json_object") == 0) {
             job->sp.json_object = 1;
             return NGX_OK;
         }
+
+        if (ngx_strcmp(type->u.string, "json_schema") == 0) {
+            flat = ngx_strcmp(param, "text.format") == 0;
+            js = flat ? format : llm_json_get(format, "json_schema");
+            where = flat ? "text.format" : "response_format.json_schema";
+
+            if (js == NULL || !YAJL_IS_OBJECT(js)) {
+                ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, param,
+                                       "`%s` must be an object with the "
+                                       "schema's name and schema", where);
+                return NGX_ERROR;
+            }
+
+            name = llm_json_get(js, "name");
+
+            if (name == NULL || !YAJL_IS_STRING(name)) {
+                ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, param,
+                                       "`%s.name` must be a string", where);
+                return NGX_ERROR;
+            }
+
+            return ngx_http_llm_job_schema(job, llm_json_get(js, "schema"),
+                                           param, where);
+        }
     }
 
     ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, param,
-                           "`%s` must be {\"type\": \"text\"} or "
-                           "{\"type\": \"json_object\"}: JSON schemas are "
-                           "not supported", param);
+                           "`%s` must be {\"type\": \"text\"}, "
+                           "{\"type\": \"json_object\"} or "
+                           "{\"type\": \"json_schema\", ...}", param);
     return NGX_ERROR;
+}
+
+
+/* A JSON Schema as the engine's grammar spec: {"schema": SCHEMA}. */
+
+ngx_int_t
+ngx_http_llm_job_schema(ngx_http_llm_job_t *job, yajl_val schema,
+    const char *param, const char *where)
+{
+    size_t   len;
+    char    *text, *spec;
+
+    if (schema == NULL || !(YAJL_IS_OBJECT(schema) || YAJL_IS_TRUE(schema))) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, param,
+                               "`%s.schema` must be a JSON Schema object, "
+                               "got %s", where,
+                               schema ? ngx_http_llm_json_type(schema)
+                                      : "nothing");
+        return NGX_ERROR;
+    }
+
+    text = llm_json_dump(schema, &len);
+    spec = llm_structured_spec("schema", text, len);
+    free(text);
+
+    return ngx_http_llm_job_spec(job, spec, param, where);
+}
+
+
+/* A grammar spec (malloc'd, freed here) checked and kept for the engine. */
+
+ngx_int_t
+ngx_http_llm_job_spec(ngx_http_llm_job_t *job, char *spec, const char *param,
+    const char *where)
+{
+    char       err[LLM_ERR_LEN];
+    ngx_str_t  copy;
+    ngx_int_t  rc;
+
+    if (llm_structured_check(spec, err) != 0) {
+        free(spec);
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, param,
+                               "`%s`: %s", where, err);
+        return NGX_ERROR;
+    }
+
+    rc = ngx_http_llm_job_copy(job, spec, ngx_strlen(spec), &copy);
+    free(spec);
+
+    if (rc != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    job->sp.structured = (const char *) copy.data;
+
+    return NGX_OK;
 }
 
 

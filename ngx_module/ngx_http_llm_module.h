@@ -525,6 +525,10 @@ ngx_int_t ngx_http_llm_job_model(ngx_http_llm_job_t *job, yajl_val root);
 ngx_int_t ngx_http_llm_job_request(ngx_http_llm_job_t *job, yajl_val root);
 ngx_int_t ngx_http_llm_job_format(ngx_http_llm_job_t *job, yajl_val format,
     const char *param);
+ngx_int_t ngx_http_llm_job_schema(ngx_http_llm_job_t *job, yajl_val schema,
+    const char *param, const char *where);
+ngx_int_t ngx_http_llm_job_spec(ngx_http_llm_job_t *job, char *spec,
+    const char *param, const char *where);
 ngx_int_t ngx_http_llm_job_double(ngx_http_llm_job_t *job, yajl_val root,
     const char *key, double *out);
 ngx_int_t ngx_http_llm_job_int(ngx_http_llm_job_t *job, yajl_val root,

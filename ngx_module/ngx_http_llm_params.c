@@ -20,6 +20,8 @@ static ngx_int_t ngx_http_llm_parse_n(ngx_http_llm_job_t *job,
     yajl_val root);
 static ngx_int_t ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job,
     yajl_val root);
+static ngx_int_t ngx_http_llm_parse_structured(ngx_http_llm_job_t *job,
+    yajl_val so);
 static ngx_int_t ngx_http_llm_parse_extras(ngx_http_llm_job_t *job,
     yajl_val root);
 static ngx_int_t ngx_http_llm_parse_max_tokens(ngx_http_llm_job_t *job,
@@ -224,6 +226,197 @@ ngx_http_llm_parse_sampling(ngx_http_llm_job_t *job, yajl_val root)
 }
 
 
+/*
+ * vLLM's structured_outputs: exactly one of json (a schema, or its JSON
+ * text), regex, choice (strings) and json_object, and not together with a
+ * response_format that constrains too (vLLM's "only one kind" rule);
+ * grammar, structural_tag and whitespace_pattern are refused by name.
+ */
+
+static ngx_int_t
+ngx_http_llm_parse_structured(ngx_http_llm_job_t *job, yajl_val so)
+{
+    static const char *const  kinds[] = {
+        "json", "regex", "choice", "json_object", "grammar", "structural_tag",
+        NULL
+    };
+    static const char *const  flags[] = {
+        "disable_fallback", "disable_additional_properties",
+        "disable_any_whitespace", NULL
+    };
+    size_t       i, k, len;
+    char        *text, *spec, err[LLM_ERR_LEN];
+    yajl_val     v, parsed, kind = NULL;
+    ngx_uint_t   n = 0, known;
+    ngx_int_t    rc;
+    const char  *name = NULL;
+
+    if (!YAJL_IS_OBJECT(so)) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
+                               "structured_outputs",
+                               "`structured_outputs` must be an object, got %s",
+                               ngx_http_llm_json_type(so));
+        return NGX_ERROR;
+    }
+
+    for (i = 0; i < so->u.object.len; i++) {
+        v = so->u.object.values[i];
+        known = 0;
+
+        for (k = 0; kinds[k]; k++) {
+            if (ngx_strcmp(so->u.object.keys[i], kinds[k]) == 0) {
+                known = 1;
+
+                if (!YAJL_IS_NULL(v) && !YAJL_IS_FALSE(v)) {
+                    n++;
+                    kind = v;
+                    name = kinds[k];
+                }
+            }
+        }
+
+        for (k = 0; flags[k]; k++) {
+            if (ngx_strcmp(so->u.object.keys[i], flags[k]) == 0) {
+                known = 1;
+
+                if (!YAJL_IS_NULL(v) && !YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v))
+                {
+                    ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
+                                           "structured_outputs",
+                                           "`structured_outputs.%s` must be "
+                                           "a boolean", flags[k]);
+                    return NGX_ERROR;
+                }
+
+                if (k == 2 && YAJL_IS_TRUE(v)) {
+                    ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
+                                           "structured_outputs",
+                                           "`structured_outputs."
+                                           "disable_any_whitespace` is not "
+                                           "supported: the grammar allows "
+                                           "bounded whitespace "
+                                           "(docs/api.md)");
+                    return NGX_ERROR;
+                }
+            }
+        }
+
+        if (!known) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
+                                   "structured_outputs",
+                                   "`structured_outputs.%s` is not supported "
+                                   "(json, regex, choice and json_object are)",
+                                   so->u.object.keys[i]);
+            return NGX_ERROR;
+        }
+    }
+
+    if (n == 0) {
+        return NGX_OK;
+    }
+
+    if (n > 1 || job->sp.json_object || job->sp.structured) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
+                               "structured_outputs",
+                               "You can only use one kind of structured "
+                               "outputs constraint but multiple are "
+                               "specified%s",
+                               n > 1 ? "" : " (structured_outputs and "
+                                            "response_format)");
+        return NGX_ERROR;
+    }
+
+    if (ngx_strcmp(name, "grammar") == 0
+        || ngx_strcmp(name, "structural_tag") == 0)
+    {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
+                               "structured_outputs",
+                               "`structured_outputs.%s` is not supported "
+                               "(json, regex, choice and json_object are)",
+                               name);
+        return NGX_ERROR;
+    }
+
+    if (ngx_strcmp(name, "json_object") == 0) {
+        if (!YAJL_IS_TRUE(kind)) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
+                                   "structured_outputs",
+                                   "`structured_outputs.json_object` must be "
+                                   "a boolean");
+            return NGX_ERROR;
+        }
+
+        job->sp.json_object = 1;
+        return NGX_OK;
+    }
+
+    if (ngx_strcmp(name, "json") == 0) {
+        if (!YAJL_IS_STRING(kind)) {
+            return ngx_http_llm_job_schema(job, kind, "structured_outputs",
+                                           "structured_outputs.json");
+        }
+
+        /* a schema as JSON text */
+        parsed = llm_json_parse(kind->u.string, ngx_strlen(kind->u.string),
+                                LLM_JSON_MAX_DEPTH, err);
+
+        if (parsed == NULL) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
+                                   "structured_outputs",
+                                   "`structured_outputs.json` is not a JSON "
+                                   "schema: %s", err);
+            return NGX_ERROR;
+        }
+
+        rc = ngx_http_llm_job_schema(job, parsed, "structured_outputs",
+                                     "structured_outputs.json");
+        llm_json_free(parsed);
+        return rc;
+    }
+
+    if (ngx_strcmp(name, "regex") == 0) {
+        if (!YAJL_IS_STRING(kind)) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
+                                   "structured_outputs",
+                                   "`structured_outputs.regex` must be a "
+                                   "string");
+            return NGX_ERROR;
+        }
+
+    } else {
+        /* choice */
+        if (!YAJL_IS_ARRAY(kind) || kind->u.array.len == 0) {
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
+                                   "structured_outputs",
+                                   "`structured_outputs.choice` must be a "
+                                   "non-empty list of strings");
+            return NGX_ERROR;
+        }
+
+        for (i = 0; i < kind->u.array.len; i++) {
+            if (!YAJL_IS_STRING(kind->u.array.values[i])) {
+                ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST,
+                                       "structured_outputs",
+                                       "`structured_outputs.choice[%uz]` "
+                                       "must be a string, got %s", i,
+                                       ngx_http_llm_json_type(
+                                           kind->u.array.values[i]));
+                return NGX_ERROR;
+            }
+        }
+    }
+
+    text = llm_json_dump(kind, &len);
+    spec = llm_structured_spec(name, text, len);
+    free(text);
+
+    return ngx_http_llm_job_spec(job, spec, "structured_outputs",
+                                 ngx_strcmp(name, "regex") == 0
+                                 ? "structured_outputs.regex"
+                                 : "structured_outputs.choice");
+}
+
+
 /* vLLM's extra parameters: allowed_token_ids, bad_words, cache_salt,
  * return_token_ids, truncate_prompt_tokens */
 
@@ -284,6 +477,14 @@ ngx_http_llm_parse_extras(ngx_http_llm_job_t *job, yajl_val root)
         }
 
         sp->cache_salt = (const char *) salt.data;
+    }
+
+    v = llm_json_get(root, "structured_outputs");
+
+    if (v && !YAJL_IS_NULL(v)
+        && ngx_http_llm_parse_structured(job, v) != NGX_OK)
+    {
+        return NGX_ERROR;
     }
 
     rc = ngx_http_llm_job_bool(job, root, "return_token_ids", &flag);

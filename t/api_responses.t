@@ -426,9 +426,10 @@ bad('a prompt template', { input => 'x', prompt => { id => 'p' } }, 400,
     'prompt', qr/^prompt template is not supported$/);
 bad('truncation auto', { input => 'x', truncation => 'auto' }, 400,
     'truncation', qr/only `truncation` "disabled"/);
-bad('a JSON schema', { input => 'x', text => { format => {
-    type => 'json_schema', name => 'n', schema => {} } } }, 400, 'text.format',
-    qr/JSON schemas are not supported/);
+bad('a JSON schema keyword not supported', { input => 'x', text => { format => {
+    type => 'json_schema', name => 'n', schema => { type => 'number',
+    multipleOf => 2 } } } }, 400, 'text.format',
+    qr/^`text\.format`: the JSON Schema keyword 'multipleOf' is not supported/);
 bad('a web search tool', { input => 'x', tools => [ { type => 'web_search' } ] },
     400, 'tools', qr/only function tools/);
 bad('max_output_tokens 0', { input => 'x', max_output_tokens => 0 }, 400,

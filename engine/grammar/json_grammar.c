@@ -39,6 +39,24 @@ llm_json_init(llm_json_state *s)
 }
 
 
+void
+llm_json_init_value(llm_json_state *s)
+{
+    *s = (llm_json_state) { 0 };
+    s->state = J_VALUE;
+}
+
+
+int
+llm_json_value_may_end(const llm_json_state *s)
+{
+    return s->state == J_DONE
+           || (s->depth == 0
+               && (s->state == J_NUM_ZERO || s->state == J_NUM_INT
+                   || s->state == J_NUM_FRAC || s->state == J_NUM_EXP));
+}
+
+
 int
 llm_json_complete(const llm_json_state *s)
 {

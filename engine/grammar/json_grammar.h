@@ -38,6 +38,14 @@ typedef struct {
 
 void llm_json_init(llm_json_state *s);
 
+/* Any JSON value, not only an object (the grammar engine's "any value"
+ * inside a schema): depth 0 is the value's own level. */
+void llm_json_init_value(llm_json_state *s);
+
+/* Whether a value started with llm_json_init_value() may end here: a
+ * number at depth 0 that a further digit could still extend. */
+int llm_json_value_may_end(const llm_json_state *s);
+
 /* Feeds bytes; 0 when they continue a JSON prefix, -1 (s undefined) when
  * they cannot. */
 int llm_json_feed(llm_json_state *s, const char *bytes, size_t n);

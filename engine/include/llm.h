@@ -86,6 +86,10 @@ typedef struct {
     int           n_bad_words;
     int           json_object;           /* the output is a JSON object
                                           * (OpenAI's response_format) */
+    const char   *structured;            /* or follows this grammar spec
+                                          * (JSON text: a schema, a choice,
+                                          * a regex ...; llm_structured_check);
+                                          * NULL: free */
     const char   *cache_salt;            /* prefix cache shared only with
                                           * the same salt; NULL: no salt */
     int           n;                     /* the API request's n (metrics only) */
@@ -334,6 +338,22 @@ struct yajl_val_s *llm_json_parse(const char *text, size_t len, int max_depth,
  * JSON schema rarely passes 10), and well within the 128 levels of yajl_gen,
  * which writes some of it back (the Responses API echoes fields). */
 #define LLM_JSON_MAX_DEPTH 64
+
+/* A tree as compact JSON text (numbers as they were written), malloc'd and
+ * NUL-terminated, its length in *len.  Recursion: the tree's depth, which
+ * llm_json_parse() bounds. */
+char *llm_json_dump(struct yajl_val_s *v, size_t *len);
+
+/* Structured output (engine/grammar/grammar.h has the spec's forms): 0
+ * when the spec compiles (once per text: the engine's compiled grammars
+ * are cached by it), -1 with a message in err that names what cannot be
+ * honoured (a JSON Schema keyword, a bad regex ...). */
+int llm_structured_check(const char *spec, char *err);
+
+/* The spec {"KIND": JSON} (malloc'd, NUL-terminated) around JSON text
+ * already written: KIND "schema" with a JSON Schema, "choice" with an
+ * array of strings, "regex" with a string ... */
+char *llm_structured_spec(const char *kind, const char *json, size_t len);
 
 /* Frees a tree from llm_json_parse() or yajl_tree_parse() (and nodes added
  * to it with malloc), iteratively: use it instead of yajl_tree_free(). */

@@ -110,11 +110,8 @@ llm_wbuf_array(llm_wbuf *b, size_t frame, const void *p, uint32_t n,
 void
 llm_wbuf_str(llm_wbuf *b, size_t frame, const char *s)
 {
-    if (s == NULL) {
-        llm_wbuf_u32(b, 0);
-        return;
-    }
-    llm_wbuf_array(b, frame, s, (uint32_t) strlen(s) + 1, 1);
+    /* NULL: an empty array, padded as llm_wread_array() reads it */
+    llm_wbuf_array(b, frame, s, s ? (uint32_t) strlen(s) + 1 : 0, 1);
 }
 
 
@@ -464,6 +461,7 @@ llm_wire_put_params(llm_wbuf *b, size_t frame, const llm_sampling_params *p)
     flat.allowed_token_ids = NULL;
     flat.bad_words = NULL;
     flat.cache_salt = NULL;
+    flat.structured = NULL;
     llm_wbuf_array(b, frame, &flat, 1, sizeof(flat));
     llm_wbuf_array(b, frame, p->stop_token_ids, (uint32_t) p->n_stop_token_ids,
                    sizeof(int32_t));
@@ -476,6 +474,7 @@ llm_wire_put_params(llm_wbuf *b, size_t frame, const llm_sampling_params *p)
     llm_wire_put_strs(b, frame, p->stop, p->n_stop);
     llm_wire_put_strs(b, frame, p->bad_words, p->n_bad_words);
     llm_wbuf_str(b, frame, p->cache_salt);
+    llm_wbuf_str(b, frame, p->structured);
 }
 
 
@@ -522,6 +521,7 @@ llm_wire_get_params(llm_wread *r, llm_sampling_params *p, const char ***strs)
     p->stop = p->n_stop ? s : NULL;
     p->bad_words = p->n_bad_words ? s + p->n_stop : NULL;
     p->cache_salt = llm_wread_str(r);
+    p->structured = llm_wread_str(r);
     return r->bad ? -1 : 0;
 }
 

@@ -379,3 +379,108 @@ llm_json_get(yajl_val obj, const char *key)
     }
     return NULL;
 }
+
+
+/* ---- writing ------------------------------------------------------------- */
+
+
+typedef struct {
+    char    *s;
+    size_t   n, cap;
+} json_out;
+
+
+static void
+json_out_put(json_out *o, const char *s, size_t n)
+{
+    if (o->n + n + 1 > o->cap) {
+        o->cap = 2 * (o->n + n) + 256;
+        o->s = llm_xrealloc(o->s, o->cap);
+    }
+    memcpy(o->s + o->n, s, n);
+    o->n += n;
+    o->s[o->n] = '\0';
+}
+
+
+static void
+json_out_str(json_out *o, const char *s)
+{
+    char  esc[8];
+
+    json_out_put(o, "\"", 1);
+    for ( ; *s; s++) {
+        unsigned char  c = (unsigned char) *s;
+
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char) c;
+            json_out_put(o, esc, 2);
+        } else if (c < 0x20) {
+            snprintf(esc, sizeof(esc), "\\u%04x", c);
+            json_out_put(o, esc, 6);
+        } else {
+            json_out_put(o, (const char *) &c, 1);
+        }
+    }
+    json_out_put(o, "\"", 1);
+}
+
+
+static void
+json_out_value(json_out *o, yajl_val v)
+{
+    size_t  i;
+
+    switch (v->type) {
+    case yajl_t_string:
+        json_out_str(o, v->u.string);
+        break;
+    case yajl_t_number:
+        json_out_put(o, v->u.number.r, strlen(v->u.number.r));
+        break;
+    case yajl_t_true:
+        json_out_put(o, "true", 4);
+        break;
+    case yajl_t_false:
+        json_out_put(o, "false", 5);
+        break;
+    case yajl_t_null:
+        json_out_put(o, "null", 4);
+        break;
+    case yajl_t_array:
+        json_out_put(o, "[", 1);
+        for (i = 0; i < v->u.array.len; i++) {
+            if (i) {
+                json_out_put(o, ",", 1);
+            }
+            json_out_value(o, v->u.array.values[i]);
+        }
+        json_out_put(o, "]", 1);
+        break;
+    default:
+        json_out_put(o, "{", 1);
+        for (i = 0; i < v->u.object.len; i++) {
+            if (i) {
+                json_out_put(o, ",", 1);
+            }
+            json_out_str(o, v->u.object.keys[i]);
+            json_out_put(o, ":", 1);
+            json_out_value(o, v->u.object.values[i]);
+        }
+        json_out_put(o, "}", 1);
+        break;
+    }
+}
+
+
+char *
+llm_json_dump(yajl_val v, size_t *len)
+{
+    json_out  o = { 0 };
+
+    json_out_put(&o, "", 0);
+    json_out_value(&o, v);
+    *len = o.n;
+    return o.s;
+}

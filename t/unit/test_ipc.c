@@ -146,6 +146,8 @@ params_of(int i, const llm_model *m, llm_sampling_params *p)
     p->ignore_eos = 1;
     if (i == 1) {
         p->logprobs = 2;
+        /* structured output crosses the wire as its spec */
+        p->structured = "{\"regex\":\"(yes|no|maybe)[.!]\"}";
     }
     if (i == 2) {
         p->stop = stop;
@@ -342,6 +344,14 @@ main(void)
         }
     }
     harness_wait_all(e, &w, N_REQ + 2, on_direct);
+    tap_ok(direct[1].text_len >= 3 && direct[1].text_len <= 6
+           && (strncmp(direct[1].text, "yes", 3) == 0
+               || strncmp(direct[1].text, "no", 2) == 0
+               || strncmp(direct[1].text, "maybe", 5) == 0)
+           && (direct[1].text[direct[1].text_len - 1] == '.'
+               || direct[1].text[direct[1].text_len - 1] == '!'),
+           "the regex-constrained request wrote '%.*s'",
+           (int) direct[1].text_len, direct[1].text);
     for (i = 0; i < N_REQ + 2; i++) {
         llm_request_release(r[i]);
     }
