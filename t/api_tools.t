@@ -125,18 +125,22 @@ like($first->{id}, qr/^chatcmpl-tool-[0-9a-f]{32}$/, 'hermes stream: the first d
 is($first->{type}, 'function', '... type');
 is($first->{function}{name}, 'get_weather', '... name');
 ok(defined $first->{function}{arguments}, '... and arguments');
-ok($s->{calls}[0]{deltas} > 1, 'hermes stream: arguments in several deltas');
 is($s->{calls}[0]{arguments}, '{"city":"Paris"}', 'hermes stream: the fragments add up');
 is_deeply($s->{finish}, ['tool_calls'], 'hermes stream: finish_reason tool_calls, once');
 is($s->{usage}{completion_tokens}, scalar(@{ $hc->[0] }) + 1,
    'hermes stream: completion_tokens as not streamed');
 is($r->{events}[-1], '[DONE]', 'hermes stream: [DONE]');
 
-# later deltas carry only index and function.arguments
+# later deltas carry only index and function.arguments.  How many there
+# are depends on how the engine's tokens fall into chunks (a busy worker
+# reads several at once), so this checks those there are; every split of
+# the text is t/unit/test_tool_parser.c's
 my @later = grep { !$_->{id} } map { @{ $_->{choices}[0]{delta}{tool_calls} // [] } }
             grep { ref $_ && @{ $_->{choices} // [] } } @{ $r->{events} };
-ok(@later && !grep({ join(',', sort keys %$_) ne 'function,index'
-                     || join(',', keys %{ $_->{function} }) ne 'arguments' } @later),
+is(scalar(@later), $s->{calls}[0]{deltas} - 1,
+   'hermes stream: one delta with the id, the others without');
+ok(!grep({ join(',', sort keys %$_) ne 'function,index'
+           || join(',', keys %{ $_->{function} }) ne 'arguments' } @later),
    'hermes stream: later deltas: index and function.arguments');
 
 # cut by max_tokens: no call, the text as content (vLLM)

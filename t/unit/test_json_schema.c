@@ -451,11 +451,6 @@ test_mask(void)
                  "busy machine)", V, round ? "states seen before (cache)"
                  : "first visit of each state", times[n_t / 2],
                  times[n_t * 9 / 10], times[n_t - 1], n_t);
-        if (round == 1) {
-            tap_ok(times[n_t / 2] < 2.0, "the median mask takes under 2 ms "
-                   "(loose: the target of 0.1 ms is measured, not asserted, "
-                   "here)");
-        }
     }
     tap_diag("mask cache: %llu hits, %llu misses",
              (unsigned long long) w.hits, (unsigned long long) w.misses);
