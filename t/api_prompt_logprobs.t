@@ -164,8 +164,12 @@ $r = $t->stream($cmpl, { %greedy, max_tokens => 4, logprobs => 2,
 my @chunks = grep { ref && @{ $_->{choices} } } @{ $r->{events} };
 my $first = $chunks[0]{choices}[0];
 like($first->{text}, qr/^\Q$prompt\E/, 'stream: the first chunk echoes');
-is(scalar @{ $first->{logprobs}{tokens} }, $P + 1,
-   'stream: its logprobs cover the prompt and the first token');
+# the first generated token at least: a busy worker may take several of
+# the engine's tokens into one chunk (the whole stream is compared below)
+my $nf = scalar @{ $first->{logprobs}{tokens} };
+ok($nf > $P && $nf <= $P + 4,
+   "stream: its logprobs cover the prompt and the first token ($nf of "
+   . ($P + 4) . ')');
 ok(!defined $first->{logprobs}{token_logprobs}[0]
    && !defined $first->{logprobs}{top_logprobs}[0],
    'stream: the first prompt token has nulls');
