@@ -14,7 +14,8 @@
 #   * chat answers (greedy, and sampled with the model's default temperature
 #     and seeds) are printable text made mostly of words: at least WORDS_MIN of the words are in Debian's
 #     wamerican word list (/usr/share/dict/words);
-#   * it repeats a passage that its prompt quotes (from memory).
+#   * it repeats a passage that its prompt quotes: teacher-forced, its first
+#     choice is the quote's next token at least COPY_MIN of the time.
 #
 # The model is trained once per machine (make demo-model; this test trains
 # it if it is missing).
@@ -197,18 +198,35 @@ for my $c (@chats) {
 }
 
 # ---- it repeats a passage the prompt quotes (bench/spec_bench.sh's
-# "quoted" workload: the n-gram drafts come from the quote)
+# "quoted" workload: the n-gram drafts come from the quote).  Teacher-forced:
+# of the tokens of the quote's second copy (after its first words), the
+# model's first choice is the quote's next token for at least COPY_MIN of
+# them.  (Not the greedy run: training sums in a varying order, and a model
+# that is right 29 times in 30 may still take one wrong turn, e.g. close a
+# quotation mark as in its 'Repeat after me: "..."' documents.)
 {
+    my $COPY_MIN = 0.85;
     my $passage = 'A banker is a fellow who lends you his umbrella when the sun is shining '
                 . "and wants it back the minute it begins to rain.\n-- Mark Twain";
     my $start = 'A banker is a fellow who';
-    my $r = $t->post('/v1/completions', { prompt => "$passage\n\n$start", max_tokens => 64,
-                                         temperature => 0 });
-    my $a = $r->{json}{choices}[0]{text} // '';
-    # the passage is repeated; what the model says after it (another
-    # attribution, a second fortune) is not the point
-    is(substr("$start$a", 0, length $passage), $passage, 'a quoted passage, repeated')
-        or diag("answer: $a");
+    my $head = $J->decode(run_cmd("$BUILD/llm", 'tokenize', '--model', $M, '--special',
+                                  "$passage\n\n$start"));
+    my $r = $t->post('/v1/completions', { prompt => "$passage\n\n$passage", max_tokens => 1,
+                                         temperature => 0, prompt_logprobs => 1,
+                                         return_token_ids => JSON::PP::true });
+    my $c = $r->{json}{choices}[0] // {};
+    my $ids = $c->{prompt_token_ids} // [];
+    my $lp = $c->{prompt_logprobs} // [];
+    is_deeply([ @$ids[ 0 .. $#$head ] ], $head, 'the quote, twice: the prompt\'s ids');
+    my ($first, $n) = (0, 0);
+    for my $i (scalar @$head .. $#$ids) {
+        my $e = $lp->[$i] ? $lp->[$i]{ $ids->[$i] } : undef;
+        $n++;
+        $first++ if $e && $e->{rank} == 1;
+    }
+    ok($n >= 20 && $first >= $COPY_MIN * $n,
+       sprintf('a quoted passage, repeated: the first choice %d times of %d (>= %.0f%%)',
+               $first, $n, 100 * $COPY_MIN));
 }
 
 $t->stop;
