@@ -236,6 +236,8 @@ struct ngx_http_llm_job_s {
     int                         max_tokens;    /* -1: until max_model_len */
     int                         truncate_prompt_tokens;  /* -1: none */
     llm_tool_parser_kind        tool_parser;   /* chat: parse tool calls */
+    ngx_str_t                   tool_name;     /* ... of this function
+                                                  (NAMED), NUL-terminated */
     unsigned                    stream:1;
     unsigned                    include_usage:1;
     unsigned                    continuous_usage:1;
@@ -468,6 +470,11 @@ void ngx_http_llm_tools_content(ngx_http_llm_json_t *j,
     ngx_http_llm_seq_t *seq);
 void ngx_http_llm_tools_calls(ngx_http_llm_json_t *j, ngx_http_llm_seq_t *seq);
 const char *ngx_http_llm_tools_finish_reason(ngx_http_llm_seq_t *seq);
+
+/* ngx_http_llm_tools_grammar.c: tool_choice "required" and named (NULL:
+ * "required") as a grammar */
+ngx_int_t ngx_http_llm_tools_grammar(ngx_http_llm_job_t *job, yajl_val tools,
+    const char *named, ngx_uint_t parallel);
 
 /* ngx_http_llm_completions.c */
 void ngx_http_llm_completions_parse(ngx_http_llm_job_t *job, yajl_val root);

@@ -36,6 +36,8 @@ static ngx_int_t ngx_http_llm_tool_choice(ngx_http_llm_job_t *job,
     yajl_val root, yajl_val tools, yajl_val *choice);
 static ngx_int_t ngx_http_llm_tool_named(ngx_http_llm_job_t *job,
     yajl_val choice, yajl_val tools);
+static ngx_int_t ngx_http_llm_tools_forced(ngx_http_llm_job_t *job,
+    yajl_val choice, yajl_val tools, ngx_uint_t parallel);
 static ngx_int_t ngx_http_llm_tool_messages(ngx_http_llm_job_t *job,
     yajl_val messages);
 static ngx_http_llm_tools_t *ngx_http_llm_tools_create(
@@ -55,10 +57,10 @@ static ngx_int_t ngx_http_llm_tools_id(ngx_http_llm_tools_t *t,
  * vLLM's check_tool_usage(): tool_choice defaults to "auto" when there are
  * tools; "none" renders them and parses nothing; "auto" parses with
  * llm_tool_call_parser (without one: vLLM's 400); "required" and a named
- * function need the output constrained to the tools' schemas, which this
- * server cannot do yet: a 400 that says so, rather than an answer that
- * silently ignores them.  Also parallel_tool_calls (a boolean; several
- * calls are always parsed) and the order of tool messages.
+ * function constrain the output to the tools' schemas (vLLM's way, for any
+ * model: ngx_http_llm_tools_grammar.c).  Also parallel_tool_calls (a
+ * boolean: false allows one call under "required"; "auto" parses all the
+ * model writes, as vLLM) and the order of tool messages.
  */
 
 ngx_int_t
@@ -93,21 +95,12 @@ ngx_http_llm_tools_parse(ngx_http_llm_job_t *job, yajl_val root,
         return NGX_OK;                          /* "none", or no tools */
     }
 
-    if (YAJL_IS_OBJECT(choice)) {
-        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "tool_choice",
-                               "`tool_choice` naming a function is not "
-                               "supported yet: it needs the output "
-                               "constrained to the function's parameters. "
-                               "Use \"auto\".");
-        return NGX_ERROR;
-    }
-
-    if (ngx_strcmp(choice->u.string, "required") == 0) {
-        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "tool_choice",
-                               "`tool_choice` \"required\" is not supported "
-                               "yet: it needs the output constrained to the "
-                               "tools' parameters. Use \"auto\".");
-        return NGX_ERROR;
+    if (YAJL_IS_OBJECT(choice)
+        || ngx_strcmp(choice->u.string, "required") == 0)
+    {
+        return ngx_http_llm_tools_forced(job, choice, tools,
+                                         rc == NGX_HTTP_LLM_FIELD_ABSENT
+                                         || flag);
     }
 
     /* "auto" */
@@ -150,6 +143,52 @@ ngx_http_llm_tools_parse(ngx_http_llm_job_t *job, yajl_val root,
     job->sp.keep_special_tokens = 1;
 
     return NGX_OK;
+}
+
+
+/*
+ * "required" or a named function: the grammar, and the parser that reads
+ * what it forces.  Another constraint on the same output cannot be
+ * honoured with it: a 400 (vLLM lets response_format win, silently).
+ */
+
+static ngx_int_t
+ngx_http_llm_tools_forced(ngx_http_llm_job_t *job, yajl_val choice,
+    yajl_val tools, ngx_uint_t parallel)
+{
+    yajl_val   name;
+    ngx_str_t  copy;
+
+    if (job->sp.json_object || job->sp.structured) {
+        ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "tool_choice",
+                               "`tool_choice` %s constrains the output to "
+                               "the tools' parameters; it cannot be "
+                               "combined with response_format or "
+                               "structured_outputs",
+                               YAJL_IS_OBJECT(choice) ? "naming a function"
+                                                      : "\"required\"");
+        return NGX_ERROR;
+    }
+
+    if (!YAJL_IS_OBJECT(choice)) {
+        job->tool_parser = LLM_TOOL_PARSER_JSON_ARRAY;
+        return ngx_http_llm_tools_grammar(job, tools, NULL, parallel);
+    }
+
+    name = llm_json_get(llm_json_get(choice, "function"), "name");
+
+    if (ngx_http_llm_job_copy(job, name->u.string, ngx_strlen(name->u.string),
+                              &copy)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    job->tool_parser = LLM_TOOL_PARSER_NAMED;
+    job->tool_name = copy;
+
+    return ngx_http_llm_tools_grammar(job, tools, (const char *) copy.data,
+                                      parallel);
 }
 
 
@@ -434,7 +473,11 @@ ngx_http_llm_tools_create(ngx_http_llm_seq_t *seq)
 
     t->pool = pool;
     t->kind = seq->ctx->job->tool_parser;
-    t->parser = llm_tool_parser_new(t->kind);
+    t->parser = t->kind == LLM_TOOL_PARSER_NAMED
+                ? llm_tool_parser_new_named(
+                      (const char *) seq->ctx->job->tool_name.data,
+                      seq->ctx->job->tool_name.len)
+                : llm_tool_parser_new(t->kind);
 
     cln->handler = ngx_http_llm_tools_cleanup;
     cln->data = t;
@@ -690,12 +733,13 @@ ngx_http_llm_tools_calls(ngx_http_llm_json_t *j, ngx_http_llm_seq_t *seq)
 }
 
 
-/* "tool_calls" once calls were parsed (vLLM's auto tool choice) */
+/* "tool_calls" once calls were parsed, but for a named function: vLLM's */
 
 const char *
 ngx_http_llm_tools_finish_reason(ngx_http_llm_seq_t *seq)
 {
     if (seq->tools && seq->tools->finished
+        && seq->tools->kind != LLM_TOOL_PARSER_NAMED
         && llm_tool_parser_n_calls(seq->tools->parser) > 0)
     {
         return "tool_calls";

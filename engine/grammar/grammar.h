@@ -40,7 +40,9 @@
 #include "grammar/json_grammar.h"
 
 #define LLM_G_MAX_FRAMES  32         /* nesting of a schema's values */
-#define LLM_G_MAX_CFGS    16         /* alternatives followed at once */
+#define LLM_G_MAX_CFGS    64         /* alternatives followed at once: e.g.
+                                      * the tools of tool_choice "required"
+                                      * whose names begin alike */
 #define LLM_G_MAX_PROPS   64         /* properties of one object schema */
 #define LLM_G_MAX_NODES   65536
 #define LLM_GRAMMAR_CACHE 64

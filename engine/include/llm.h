@@ -278,7 +278,12 @@ typedef enum {
     LLM_TOOL_PARSER_NONE = 0,
     LLM_TOOL_PARSER_HERMES,              /* <tool_call>{"name", "arguments"}</tool_call> */
     LLM_TOOL_PARSER_LLAMA3_JSON,         /* [<|python_tag|>]{"name", "parameters"}; ... */
-    LLM_TOOL_PARSER_MISTRAL              /* [TOOL_CALLS][{...}, ...] or [TOOL_CALLS]name[ARGS]{...} */
+    LLM_TOOL_PARSER_MISTRAL,             /* [TOOL_CALLS][{...}, ...] or [TOOL_CALLS]name[ARGS]{...} */
+    /* the forms a grammar forces (vLLM's, for any model): */
+    LLM_TOOL_PARSER_NAMED,               /* {...}: the arguments of the one
+                                          * function tool_choice names */
+    LLM_TOOL_PARSER_JSON_ARRAY           /* [{"name", "parameters"}, ...]:
+                                          * tool_choice "required" */
 } llm_tool_parser_kind;
 
 /* "hermes", "llama3_json", "mistral"; -1 for another name. */
@@ -305,6 +310,8 @@ typedef void (*llm_tool_event_fn)(const llm_tool_event *ev, void *data);
 typedef struct llm_tool_parser  llm_tool_parser;
 
 llm_tool_parser *llm_tool_parser_new(llm_tool_parser_kind kind);
+/* NAMED: the text is the arguments of a call of `name`. */
+llm_tool_parser *llm_tool_parser_new_named(const char *name, size_t len);
 void llm_tool_parser_free(llm_tool_parser *p);
 /* fn may be NULL (only the result is wanted). */
 void llm_tool_parser_feed(llm_tool_parser *p, const char *text, size_t len,

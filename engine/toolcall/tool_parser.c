@@ -15,6 +15,10 @@
  *                [ARGS]{...}[TOOL_CALLS]g{...} (v11 and later; Mistral
  *                Small 3.2: f[CALL_ID]id[ARGS]{...}); the form is told by
  *                what follows [TOOL_CALLS]
+ *   named        {...}: the arguments of the function tool_choice names,
+ *                the whole output (a grammar forces it, as vLLM's)
+ *   json_array   [{"name": "f", "parameters": {...}}, ...]: tool_choice
+ *                "required" (a grammar forces it, as vLLM's)
  *
  * As vLLM: content is the text before the first call; text between and
  * after calls is dropped; a call without a "name" (or without arguments,
@@ -50,6 +54,8 @@ enum {
     TP_MITEM,                   /* mistral: an array element's '{' */
     TP_MSEP,                    /* mistral: ',' or ']' */
     TP_MNAME,                   /* mistral v11: the name, up to '{' */
+    TP_NAMED,                   /* named: the arguments' '{' */
+    TP_AOPEN,                   /* json_array: the '[' */
     TP_DROP,                    /* the rest is dropped */
     TP_FAILED                   /* the rest is content */
 };
@@ -78,7 +84,10 @@ struct llm_tool_parser {
     size_t                obj_start;    /* its JSON's '{' */
     size_t                close;        /* bytes of </tool_call> seen */
     int                   state;
-    int                   v11;          /* mistral: name[ARGS]{...} */
+    int                   v11;          /* mistral: name[ARGS]{...}; named:
+                                           the object is the arguments */
+    char                 *named;        /* named: the function */
+    size_t                named_len;
     llm_tool_scan         scan;
     tp_call              *calls;
     int                   n_calls, cap_calls;
@@ -120,6 +129,8 @@ llm_tool_parser_kind_name(llm_tool_parser_kind k)
     case LLM_TOOL_PARSER_HERMES:      return "hermes";
     case LLM_TOOL_PARSER_LLAMA3_JSON: return "llama3_json";
     case LLM_TOOL_PARSER_MISTRAL:     return "mistral";
+    case LLM_TOOL_PARSER_NAMED:       return "named";
+    case LLM_TOOL_PARSER_JSON_ARRAY:  return "json_array";
     default:                          return "none";
     }
 }
@@ -176,7 +187,32 @@ llm_tool_parser_new(llm_tool_parser_kind kind)
         break;
     }
     p->marker_len = p->marker ? strlen(p->marker) : 0;
-    p->state = kind == LLM_TOOL_PARSER_LLAMA3_JSON ? TP_LSTART : TP_TEXT;
+    switch (kind) {
+    case LLM_TOOL_PARSER_LLAMA3_JSON:
+        p->state = TP_LSTART;
+        break;
+    case LLM_TOOL_PARSER_JSON_ARRAY:
+        p->state = TP_AOPEN;
+        break;
+    default:
+        p->state = TP_TEXT;
+        break;
+    }
+    return p;
+}
+
+
+llm_tool_parser *
+llm_tool_parser_new_named(const char *name, size_t len)
+{
+    llm_tool_parser  *p;
+
+    p = llm_tool_parser_new(LLM_TOOL_PARSER_NAMED);
+    p->named = llm_xmalloc(len + 1);
+    memcpy(p->named, name, len);
+    p->named[len] = '\0';
+    p->named_len = len;
+    p->state = TP_NAMED;
     return p;
 }
 
@@ -193,6 +229,7 @@ llm_tool_parser_free(llm_tool_parser *p)
         free(p->calls[i].name);
     }
     free(p->calls);
+    free(p->named);
     free(p->buf);
     free(p);
 }
@@ -576,6 +613,9 @@ tp_step(llm_tool_parser *p)
         case LLM_TOOL_PARSER_LLAMA3_JSON:
             p->state = TP_LSEP;
             break;
+        case LLM_TOOL_PARSER_NAMED:
+            p->state = TP_DROP;
+            break;
         default:
             p->state = p->v11 ? TP_BETWEEN : TP_MSEP;
             break;
@@ -612,6 +652,32 @@ tp_step(llm_tool_parser *p)
     case TP_MNAME:
         return tp_mistral_name(p) != 0 ? -1 : 1;
 
+    case TP_NAMED:
+        if (tp_ws(c)) {
+            p->pos++;
+            return 1;
+        }
+        if (c != '{') {
+            return -1;
+        }
+        p->v11 = 1;
+        tp_call_start(p, tp_call_new(p), p->named, p->named_len);
+        tp_object(p, LLM_SCAN_VALUE);
+        p->pos++;
+        return tp_progress(p) != 0 ? -1 : 1;
+
+    case TP_AOPEN:
+        if (tp_ws(c)) {
+            p->pos++;
+            return 1;
+        }
+        if (c != '[') {
+            return -1;
+        }
+        p->pos++;
+        p->state = TP_MITEM;
+        return 1;
+
     case TP_MSEP:
         if (tp_ws(c) || c == ',') {
             p->pos++;
@@ -622,7 +688,8 @@ tp_step(llm_tool_parser *p)
         }
         if (c == ']') {
             p->pos++;
-            p->state = TP_BETWEEN;
+            p->state = p->kind == LLM_TOOL_PARSER_JSON_ARRAY ? TP_DROP
+                                                             : TP_BETWEEN;
             return 1;
         }
         return -1;

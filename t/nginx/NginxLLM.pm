@@ -420,6 +420,35 @@ sub stream {
     return $r;
 }
 
+# a chat stream's events (stream()) added up: content, tool calls (each
+# with its first delta, the number of deltas and the arguments), finish
+# reasons, usage
+sub add_up_tool_stream {
+    my ($r) = @_;
+    my (%s, @calls);
+    $s{content} = '';
+    for my $e (@{ $r->{events} }) {
+        next unless ref $e && @{ $e->{choices} // [] };
+        my $ch = $e->{choices}[0];
+        my $d = $ch->{delta};
+        $s{content} .= $d->{content} // '';
+        for my $tc (@{ $d->{tool_calls} // [] }) {
+            my $c = $calls[$tc->{index}] //= { arguments => '', deltas => 0 };
+            $c->{first} //= $tc;
+            $c->{deltas}++;
+            $c->{arguments} .= $tc->{function}{arguments} // '';
+        }
+        push @{ $s{finish} }, $ch->{finish_reason} if $ch->{finish_reason};
+        $s{usage} = $e->{usage} if $e->{usage};
+    }
+    for my $e (@{ $r->{events} }) {
+        $s{usage} = $e->{usage} if ref $e && $e->{usage}
+                                   && !@{ $e->{choices} };
+    }
+    $s{calls} = \@calls;
+    return \%s;
+}
+
 # a request in a child process: returns a handle for wait_bg()
 sub bg_request {
     my ($self, $method, $path, $body) = @_;

@@ -58,12 +58,4 @@ out.next = await client.chat.completions.create({
                { role: 'tool', tool_call_id: call.id,
                  content: JSON.stringify({ sky: 'clear' }) }] });
 
-try {
-    await client.chat.completions.create({ ...req, tool_choice: 'required' });
-    out.required = 'accepted';
-} catch (e) {
-    out.required = { status: e.status, param: e.param ?? e.error?.param,
-                     message: e.message };
-}
-
 console.log(JSON.stringify(out));

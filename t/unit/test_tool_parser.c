@@ -48,6 +48,10 @@ typedef struct {
 #define H  LLM_TOOL_PARSER_HERMES
 #define L  LLM_TOOL_PARSER_LLAMA3_JSON
 #define M  LLM_TOOL_PARSER_MISTRAL
+#define N  LLM_TOOL_PARSER_NAMED        /* always of NAMED_FN */
+#define A  LLM_TOOL_PARSER_JSON_ARRAY
+
+#define NAMED_FN  "get_weather"
 
 static const tcase cases[] = {
 
@@ -172,6 +176,27 @@ static const tcase cases[] = {
       "[TOOL_CALLS]f[ARGS]{city: Paris}", -1, NULL, { { 0 } } },
     { "mistral: an array element that is no object", M,
       "[TOOL_CALLS][\"f\"]", -1, NULL, { { 0 } } },
+
+    /* named and json_array: what vLLM's grammars for tool_choice force */
+    { "named: the arguments", N, "{\"city\": \"Paris\", \"days\": [1, 2]}",
+      1, NULL, { { NAMED_FN, "{\"city\": \"Paris\", \"days\": [1, 2]}" } } },
+    { "named: blanks first, none of them arguments", N, "\n  {}", 1, NULL,
+      { { NAMED_FN, "{}" } } },
+    { "named: unfinished", N, "{\"city\": \"Pa", -1, NULL, { { 0 } } },
+    { "named: no object", N, "Paris", -1, NULL, { { 0 } } },
+    { "json_array: two calls", A,
+      "[{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}, "
+      "{\"name\": \"get_time\", \"parameters\": {}}]",
+      2, NULL, { { "get_weather", "{\"city\": \"Paris\"}" },
+                 { "get_time", "{}" } } },
+    { "json_array: compact, in lines", A,
+      " [\n{\"name\":\"f\",\"parameters\":{\"a\":\"}]\"}}\n]",
+      1, NULL, { { "f", "{\"a\":\"}]\"}" } } },
+    { "json_array: unfinished", A,
+      "[{\"name\": \"f\", \"parameters\": {}}, {\"name\"", -1, NULL, { { 0 } } },
+    { "json_array: a call without parameters", A, "[{\"name\": \"f\"}]", -1,
+      NULL, { { 0 } } },
+    { "json_array: empty", A, "[]", -1, NULL, { { 0 } } },
 };
 
 
@@ -332,7 +357,8 @@ run(const tcase *c, const size_t *cuts, int n_cuts)
     int               i;
 
     memset(&a, 0, sizeof(a));
-    p = llm_tool_parser_new(c->kind);
+    p = c->kind == N ? llm_tool_parser_new_named(NAMED_FN, strlen(NAMED_FN))
+                     : llm_tool_parser_new(c->kind);
     for (i = 0; i <= n_cuts; i++) {
         size_t  to = i < n_cuts ? cuts[i] : len;
 
