@@ -230,13 +230,7 @@ is_deeply($s->{finish}, ['stop'], 'named stream: finish_reason stop');
 is_client('named', $args_ids, $ARGS, 'stop');
 
 # --- bad input ------------------------------------------------------------------------
-sub bad {
-    my ($what, $body, $param, $re) = @_;
-    my $r = $t->post($chat, $body);
-    is($r->{status}, 400, "$what: 400");
-    is($r->{json}{error}{param}, $param, "$what: param $param");
-    like($r->{json}{error}{message} // '', $re, "$what: message");
-}
+sub bad { $t->is_bad_request($chat, @_) }
 
 my @conflict = @deftools;
 $conflict[1] = $J->decode($J->encode($deftools[1]));

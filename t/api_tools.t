@@ -161,14 +161,7 @@ ok($o->{next}{choices}[0]{message}, 'openai client: the tool result goes back (2
 
 # --- bad input ---------------------------------------------------------------
 
-sub bad {
-    my ($what, $body, $param, $re) = @_;
-    my $r = $t->post($chat, $body);
-    is($r->{status}, 400, "$what: 400");
-    is($r->{json}{error}{param}, $param, "$what: param $param");
-    like($r->{json}{error}{message} // '', $re, "$what: message");
-    is($r->{json}{error}{type}, 'BadRequestError', "$what: type");
-}
+sub bad { $t->is_bad_request($chat, @_) }
 
 my %base = (messages => \@msgs, tools => \@tools, max_tokens => 4);
 bad('tool_choice naming an unknown function', { %base, tool_choice =>

@@ -449,6 +449,17 @@ sub add_up_tool_stream {
     return \%s;
 }
 
+# a POST that must be OpenAI's 400: status, error.param, error.message
+# (a regex) and error.type
+sub is_bad_request {
+    my ($self, $path, $what, $body, $param, $re) = @_;
+    my $r = $self->post($path, $body);
+    Test::More::is($r->{status}, 400, "$what: 400");
+    Test::More::is($r->{json}{error}{param}, $param, "$what: param $param");
+    Test::More::like($r->{json}{error}{message} // '', $re, "$what: message");
+    Test::More::is($r->{json}{error}{type}, 'BadRequestError', "$what: type");
+}
+
 # a request in a child process: returns a handle for wait_bg()
 sub bg_request {
     my ($self, $method, $path, $body) = @_;
