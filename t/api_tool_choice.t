@@ -14,7 +14,9 @@
 #     against the tools' schemas): the grammar, not the model, decides;
 #   * parallel_tool_calls false: one call, though the model writes two;
 #   * $defs of the tools' parameters resolve; 20 tools work;
-#   * the official openai client reads both forms, streamed and not;
+#   * the official openai client reads both forms, streamed and not; the
+#     Vercel AI SDK's generateText and streamText with toolChoice 'required'
+#     run the tool on the call;
 #   * bad input: conflicting $defs, a keyword the compiler cannot honour,
 #     combined with response_format: vLLM-style 400s with param.
 
@@ -120,6 +122,25 @@ sub is_client {
     }
 }
 is_client('required', $req_ids, '{"city":"Paris"}', 'tool_calls');
+
+# the Vercel AI SDK, unmodified: generateText and streamText with
+# toolChoice 'required'; the SDK runs the tool on the call it parsed
+{
+    my ($rc, $out) = $t->node('ai_sdk_client.mjs', $t->url('/v1'), 'tiny', $req_ids->[0]);
+    is($rc, 0, 'AI SDK: ran') or diag($out);
+    my $o = eval { decode_json((grep { /^\{/ } split /\n/, $out)[-1]) } // {};
+    for my $how ('generate', 'stream') {
+        my $x = $o->{$how} // {};
+        is($x->{finishReason}, 'tool-calls', "AI SDK $how: finishReason tool-calls");
+        is_deeply($x->{toolCalls}, [ { toolName => 'get_weather', input => { city => 'Paris' } } ],
+                  "AI SDK $how: the call, its input parsed");
+        is_deeply($x->{toolResults}, [ { toolName => 'get_weather',
+                                         output => { city => 'Paris', sky => 'clear' } } ],
+                  "AI SDK $how: the tool ran on it");
+        is($x->{usage}{outputTokens}, @$req_ids + 1, "AI SDK $how: outputTokens");
+    }
+    is_deeply($o->{executed}, [ 'Paris', 'Paris' ], 'AI SDK: execute() called once a request');
+}
 
 # --- the model would rather write text: still calls ---------------------------
 for my $choice ('required', $get_weather) {
