@@ -7,7 +7,8 @@
 # name, arguments as the JSON text the model wrote), content null,
 # finish_reason "tool_calls", usage unchanged; streams carry OpenAI's
 # deltas and no markup as content.  The official openai client reads both
-# and sends the result back.  Then every bad input: tool_choice values,
+# and sends the result back; the OpenAI Agents SDK runs an agent with one
+# tool to completion.  Then every bad input: tool_choice values,
 # parallel_tool_calls, empty tools, tool messages without a call, "auto"
 # without a parser, and nginx -t on the directive.
 
@@ -158,6 +159,26 @@ is($o->{stream}{calls}[0]{name}, 'get_weather', 'openai client stream: the name'
 is($o->{stream}{calls}[0]{arguments}, '{"city":"Paris"}', 'openai client stream: the arguments');
 is_deeply($o->{stream}{finish}, ['tool_calls'], 'openai client stream: finish');
 ok($o->{next}{choices}[0]{message}, 'openai client: the tool result goes back (200)');
+
+# the OpenAI Agents SDK through Chat Completions: tool_choice "required" on
+# the first turn (the grammar makes it a call, though the bias favours the
+# plain text), the tool's output back, then "auto" (the SDK's
+# resetToolChoice) and the plain text as the final output
+($rc, $out) = $t->node('agents_client.mjs', $t->url('/v1'), 'tiny', $hc->[1][0]);
+is($rc, 0, 'Agents SDK ran') or diag($out);
+my $a = eval { decode_json((grep { /^\{/ } split /\n/, $out)[-1]) } // {};
+for my $how ('run', 'stream') {
+    my $x = $a->{$how} // {};
+    is_deeply($x->{items}, [ 'tool_call_item', 'tool_call_output_item', 'message_output_item' ],
+              "Agents SDK $how: a call, its output, the answer");
+    is($x->{calls}[0]{name}, 'get_weather', "Agents SDK $how: the call");
+    like($x->{calls}[0]{arguments} // '', qr/^\{\s*"city"\s*:\s*"(Paris|Rome|Oslo)"\s*\}$/,
+         "Agents SDK $how: arguments valid under the tool's schema");
+    is($x->{outputs}[0] // '', "It is sunny in $1.", "Agents SDK $how: the tool ran on them")
+        if ($x->{calls}[0]{arguments} // '') =~ /"(\w+)"\s*\}$/;
+    is($x->{finalOutput}, $PLAIN, "Agents SDK $how: the final output");
+}
+is(scalar @{ $a->{executed} // [] }, 2, 'Agents SDK: the tool ran once a run');
 
 # --- bad input ---------------------------------------------------------------
 
