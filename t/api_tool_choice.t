@@ -16,7 +16,8 @@
 #   * $defs of the tools' parameters resolve; 20 tools work;
 #   * the official openai client reads both forms, streamed and not; the
 #     Vercel AI SDK's generateText and streamText with toolChoice 'required'
-#     run the tool on the call;
+#     run the tool on the call; LangChain's bindTools and withStructuredOutput
+#     (function calling, JSON schema) parse what they get;
 #   * bad input: conflicting $defs, a keyword the compiler cannot honour,
 #     combined with response_format: vLLM-style 400s with param.
 
@@ -140,6 +141,22 @@ is_client('required', $req_ids, '{"city":"Paris"}', 'tool_calls');
         is($x->{usage}{outputTokens}, @$req_ids + 1, "AI SDK $how: outputTokens");
     }
     is_deeply($o->{executed}, [ 'Paris', 'Paris' ], 'AI SDK: execute() called once a request');
+}
+
+# LangChain JS, unmodified: ChatOpenAI.bindTools with tool_choice "any"
+# ("required"), withStructuredOutput by function calling (a named function)
+# and by JSON schema (response_format), parsed by LangChain
+{
+    my ($rc, $out) = $t->node('langchain_client.mjs', $t->url('/v1'), 'tiny', $req_ids->[0]);
+    is($rc, 0, 'LangChain: ran') or diag($out);
+    my $o = eval { decode_json((grep { /^\{/ } split /\n/, $out)[-1]) } // {};
+    is_deeply($o->{bindTools}{tool_calls}, [ { name => 'get_weather', args => { city => 'Paris' } } ],
+              'LangChain bindTools, tool_choice any: the call, its args parsed');
+    for my $method ('functionCalling', 'jsonSchema') {
+        like($o->{$method}{city} // '', qr/^(Paris|Rome|Oslo)$/,
+             "LangChain withStructuredOutput ($method): an object of the schema");
+        is(scalar keys %{ $o->{$method} // {} }, 1, "... and nothing else");
+    }
 }
 
 # --- the model would rather write text: still calls ---------------------------
