@@ -487,7 +487,7 @@ ngx_http_llm_chat_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
         }
 
         /* tool calls: what the parser held back waits for a later chunk */
-        if (ngx_http_llm_tools_feed(seq) != NGX_OK) {
+        if (ngx_http_llm_tools_feed(seq, 0) != NGX_OK) {
             return NGX_ERROR;
         }
 
@@ -567,7 +567,7 @@ ngx_http_llm_chat_body(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
             ngx_http_llm_json_lit(j, ",");
         }
 
-        if (ngx_http_llm_tools_feed(seq) != NGX_OK) {
+        if (ngx_http_llm_tools_feed(seq, 0) != NGX_OK) {
             return NGX_ERROR;
         }
 

@@ -95,6 +95,7 @@ typedef struct ngx_http_llm_ctx_s        ngx_http_llm_ctx_t;
 typedef struct ngx_http_llm_job_s        ngx_http_llm_job_t;
 typedef struct ngx_http_llm_responses_s  ngx_http_llm_responses_t;
 typedef struct ngx_http_llm_tools_s      ngx_http_llm_tools_t;
+typedef struct ngx_http_llm_resp_items_s  ngx_http_llm_resp_items_t;
 
 
 /*
@@ -331,6 +332,8 @@ struct ngx_http_llm_ctx_s {
 
     ngx_uint_t                  sequence_number;  /* responses events */
     ngx_str_t                   item_id;          /* responses: "msg_..." */
+    ngx_http_llm_resp_items_t  *items;            /* responses stream with
+                                                     a tool parser */
 
     /* speculative decoding, detailed: per verify step, one sequence only */
     u_char                     *spec_accepted;
@@ -461,14 +464,31 @@ ngx_int_t ngx_http_llm_chat_body(ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_json_t *j);
 
 /* ngx_http_llm_tools.c: tool_choice and tool calls in chat output */
+
+/* a call's delta: what came of call `index` since the last take */
+typedef struct {
+    ngx_int_t                   index;
+    ngx_uint_t                  start;         /* the call's first: its
+                                                  name with it */
+    ngx_str_t                   name;
+    ngx_array_t                 args;          /* u_char */
+} ngx_http_llm_tool_delta_t;
+
 ngx_int_t ngx_http_llm_tools_parse(ngx_http_llm_job_t *job, yajl_val root,
     yajl_val messages, yajl_val tools);
-ngx_int_t ngx_http_llm_tools_feed(ngx_http_llm_seq_t *seq);
+ngx_int_t ngx_http_llm_tools_feed(ngx_http_llm_seq_t *seq, size_t from);
 ngx_uint_t ngx_http_llm_tools_pending(ngx_http_llm_seq_t *seq);
 void ngx_http_llm_tools_delta(ngx_http_llm_json_t *j, ngx_http_llm_seq_t *seq);
+void ngx_http_llm_tools_take(ngx_http_llm_seq_t *seq, ngx_str_t *content,
+    ngx_http_llm_tool_delta_t **deltas, ngx_uint_t *n);
+ngx_str_t *ngx_http_llm_tools_call_id(ngx_http_llm_seq_t *seq, ngx_uint_t i);
 void ngx_http_llm_tools_content(ngx_http_llm_json_t *j,
     ngx_http_llm_seq_t *seq);
 void ngx_http_llm_tools_calls(ngx_http_llm_json_t *j, ngx_http_llm_seq_t *seq);
+void ngx_http_llm_tools_answer(ngx_http_llm_seq_t *seq, ngx_str_t *text);
+ngx_uint_t ngx_http_llm_tools_n_calls(ngx_http_llm_seq_t *seq);
+void ngx_http_llm_tools_call(ngx_http_llm_seq_t *seq, ngx_uint_t i,
+    ngx_str_t *name, ngx_str_t *args);
 const char *ngx_http_llm_tools_finish_reason(ngx_http_llm_seq_t *seq);
 
 /* ngx_http_llm_tools_grammar.c: tool_choice "required" and named (NULL:

@@ -20,24 +20,21 @@
  *   response.output_item.done, response.completed  (at the end)
  *
  * Only response.completed's response carries "metrics" (SPEC section 6);
- * a response without text has no output item (vLLM's rule).  The model's
- * answer is always a message: tool calls in it are not parsed.
+ * a response without text has no output item (vLLM's rule).  With a tool
+ * parser, calls in the answer are function_call items
+ * (ngx_http_llm_responses_calls.c).
  */
 
 
 #include "ngx_http_llm_responses.h"
 
 
-static void ngx_http_llm_responses_event(ngx_http_llm_json_t *j,
-    ngx_http_llm_ctx_t *ctx, const char *type);
-static void ngx_http_llm_responses_event_end(ngx_http_llm_json_t *j,
-    ngx_http_llm_ctx_t *ctx, const char *type);
+
+
 static void ngx_http_llm_responses_object(ngx_http_llm_json_t *j,
     ngx_http_llm_ctx_t *ctx, ngx_uint_t final);
-static void ngx_http_llm_responses_message(ngx_http_llm_json_t *j,
-    ngx_http_llm_ctx_t *ctx, ngx_uint_t final);
-static void ngx_http_llm_responses_part(ngx_http_llm_json_t *j,
-    ngx_http_llm_ctx_t *ctx, ngx_uint_t empty, ngx_uint_t logprobs);
+
+
 static void ngx_http_llm_responses_echoed(ngx_http_llm_json_t *j,
     ngx_http_llm_ctx_t *ctx, ngx_uint_t which, const char *dflt);
 static void ngx_http_llm_responses_store(ngx_http_llm_ctx_t *ctx,
@@ -92,13 +89,11 @@ ngx_int_t
 ngx_http_llm_responses_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
 {
     size_t               start;
-    ngx_uint_t           lp;
     ngx_http_llm_seq_t  *seq;
 
     static u_char  msg[] = "Internal server error";
 
     seq = &ctx->seqs[0];
-    lp = (ctx->job->logprobs >= 0);
 
     if (ctx->finish == LLM_FINISH_ERROR) {
         ngx_http_llm_responses_event(j, ctx, "error");
@@ -110,90 +105,33 @@ ngx_http_llm_responses_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
         return j->failed ? NGX_ERROR : NGX_OK;
     }
 
-    if (seq->text.nelts > seq->text_sent) {
+    if (ctx->job->tool_parser != LLM_TOOL_PARSER_NONE) {
+        if (ngx_http_llm_responses_calls_chunk(ctx, j) != NGX_OK) {
+            return NGX_ERROR;
+        }
 
+    } else if (seq->text.nelts > seq->text_sent) {
         if (!ctx->item_started) {
             ctx->item_started = 1;
-
-            ngx_http_llm_responses_event(j, ctx,
-                                         "response.output_item.added");
-            ngx_http_llm_json_lit(j, "{\"item\":");
-            ngx_http_llm_responses_message(j, ctx, 0);
-            ngx_http_llm_json_lit(j, ",\"output_index\":0");
-            ngx_http_llm_responses_event_end(j, ctx,
-                                             "response.output_item.added");
-
-            ngx_http_llm_responses_event(j, ctx,
-                                         "response.content_part.added");
-            ngx_http_llm_json_lit(j, "{\"content_index\":0,\"item_id\":");
-            ngx_http_llm_json_str(j, ctx->item_id.data, ctx->item_id.len);
-            ngx_http_llm_json_lit(j, ",\"output_index\":0,\"part\":");
-            ngx_http_llm_responses_part(j, ctx, 1, 1);
-            ngx_http_llm_responses_event_end(j, ctx,
-                                             "response.content_part.added");
+            ngx_http_llm_responses_msg_added(j, ctx, 0);
         }
 
-        ngx_http_llm_responses_event(j, ctx, "response.output_text.delta");
-        ngx_http_llm_json_lit(j, "{\"content_index\":0,\"delta\":");
-        ngx_http_llm_json_str(j, (u_char *) seq->text.elts + seq->text_sent,
-                              seq->text.nelts - seq->text_sent);
-        ngx_http_llm_json_lit(j, ",\"item_id\":");
-        ngx_http_llm_json_str(j, ctx->item_id.data, ctx->item_id.len);
-        ngx_http_llm_json_lit(j, ",\"logprobs\":");
-
-        if (lp) {
-            ngx_http_llm_logprobs_list(j, seq, seq->lp_sent, 0);
-
-        } else {
-            ngx_http_llm_json_lit(j, "[]");
-        }
-
-        ngx_http_llm_json_lit(j, ",\"output_index\":0");
-        ngx_http_llm_responses_event_end(j, ctx,
-                                         "response.output_text.delta");
-
-        seq->text_sent = seq->text.nelts;
-        seq->lp_sent = seq->lp.nelts;
+        ngx_http_llm_responses_msg_delta(j, ctx, 0,
+                                         (u_char *) seq->text.elts
+                                         + seq->text_sent,
+                                         seq->text.nelts - seq->text_sent);
     }
 
+    seq->text_sent = seq->text.nelts;
+    seq->lp_sent = seq->lp.nelts;
     seq->changed = 0;
 
     if (ctx->finish == LLM_FINISH_NONE) {
         return j->failed ? NGX_ERROR : NGX_OK;
     }
 
-    if (ctx->item_started) {
-        ngx_http_llm_responses_event(j, ctx, "response.output_text.done");
-        ngx_http_llm_json_lit(j, "{\"content_index\":0,\"item_id\":");
-        ngx_http_llm_json_str(j, ctx->item_id.data, ctx->item_id.len);
-        ngx_http_llm_json_lit(j, ",\"logprobs\":");
-
-        if (lp) {
-            ngx_http_llm_logprobs_list(j, seq, 0, 0);
-
-        } else {
-            ngx_http_llm_json_lit(j, "[]");
-        }
-
-        ngx_http_llm_json_lit(j, ",\"output_index\":0,\"text\":");
-        ngx_http_llm_json_str(j, seq->text.elts, seq->text.nelts);
-        ngx_http_llm_responses_event_end(j, ctx,
-                                         "response.output_text.done");
-
-        ngx_http_llm_responses_event(j, ctx, "response.content_part.done");
-        ngx_http_llm_json_lit(j, "{\"content_index\":0,\"item_id\":");
-        ngx_http_llm_json_str(j, ctx->item_id.data, ctx->item_id.len);
-        ngx_http_llm_json_lit(j, ",\"output_index\":0,\"part\":");
-        ngx_http_llm_responses_part(j, ctx, 0, lp);
-        ngx_http_llm_responses_event_end(j, ctx,
-                                         "response.content_part.done");
-
-        ngx_http_llm_responses_event(j, ctx, "response.output_item.done");
-        ngx_http_llm_json_lit(j, "{\"item\":");
-        ngx_http_llm_responses_message(j, ctx, 1);
-        ngx_http_llm_json_lit(j, ",\"output_index\":0");
-        ngx_http_llm_responses_event_end(j, ctx,
-                                         "response.output_item.done");
+    if (ctx->item_started && ctx->job->tool_parser == LLM_TOOL_PARSER_NONE) {
+        ngx_http_llm_responses_msg_done(j, ctx, 0);
     }
 
     ngx_http_llm_responses_event(j, ctx, "response.completed");
@@ -216,6 +154,10 @@ ngx_http_llm_responses_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
 ngx_int_t
 ngx_http_llm_responses_body(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
 {
+    if (ngx_http_llm_tools_feed(&ctx->seqs[0], 0) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     ngx_http_llm_responses_object(j, ctx, 1);
     ngx_http_llm_responses_store(ctx, j, 0);
 
@@ -223,9 +165,131 @@ ngx_http_llm_responses_body(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
 }
 
 
+/* the message item's events at output_index: added (with its empty
+ * part), a text delta, and the done ones */
+
+void
+ngx_http_llm_responses_msg_added(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx, ngx_uint_t index)
+{
+    ngx_http_llm_responses_event(j, ctx, "response.output_item.added");
+    ngx_http_llm_json_lit(j, "{\"item\":");
+    ngx_http_llm_responses_message(j, ctx, 0);
+    ngx_http_llm_json_lit(j, ",\"output_index\":");
+    ngx_http_llm_json_int(j, index);
+    ngx_http_llm_responses_event_end(j, ctx, "response.output_item.added");
+
+    ngx_http_llm_responses_event(j, ctx, "response.content_part.added");
+    ngx_http_llm_json_lit(j, "{\"content_index\":0,\"item_id\":");
+    ngx_http_llm_json_str(j, ctx->item_id.data, ctx->item_id.len);
+    ngx_http_llm_json_lit(j, ",\"output_index\":");
+    ngx_http_llm_json_int(j, index);
+    ngx_http_llm_json_lit(j, ",\"part\":");
+    ngx_http_llm_responses_part(j, ctx, 1, 1);
+    ngx_http_llm_responses_event_end(j, ctx, "response.content_part.added");
+}
+
+
+void
+ngx_http_llm_responses_msg_delta(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx, ngx_uint_t index, u_char *text, size_t len)
+{
+    ngx_http_llm_seq_t  *seq = &ctx->seqs[0];
+
+    ngx_http_llm_responses_event(j, ctx, "response.output_text.delta");
+    ngx_http_llm_json_lit(j, "{\"content_index\":0,\"delta\":");
+    ngx_http_llm_json_str(j, text, len);
+    ngx_http_llm_json_lit(j, ",\"item_id\":");
+    ngx_http_llm_json_str(j, ctx->item_id.data, ctx->item_id.len);
+    ngx_http_llm_json_lit(j, ",\"logprobs\":");
+
+    if (ctx->job->logprobs >= 0) {
+        ngx_http_llm_logprobs_list(j, seq, seq->lp_sent, 0);
+
+    } else {
+        ngx_http_llm_json_lit(j, "[]");
+    }
+
+    ngx_http_llm_json_lit(j, ",\"output_index\":");
+    ngx_http_llm_json_int(j, index);
+    ngx_http_llm_responses_event_end(j, ctx, "response.output_text.delta");
+}
+
+
+void
+ngx_http_llm_responses_msg_done(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx, ngx_uint_t index)
+{
+    ngx_str_t            text;
+    ngx_uint_t           lp;
+    ngx_http_llm_seq_t  *seq = &ctx->seqs[0];
+
+    lp = (ctx->job->logprobs >= 0);
+    ngx_http_llm_responses_answer(ctx, &text);
+
+    ngx_http_llm_responses_event(j, ctx, "response.output_text.done");
+    ngx_http_llm_json_lit(j, "{\"content_index\":0,\"item_id\":");
+    ngx_http_llm_json_str(j, ctx->item_id.data, ctx->item_id.len);
+    ngx_http_llm_json_lit(j, ",\"logprobs\":");
+
+    if (lp) {
+        ngx_http_llm_logprobs_list(j, seq, 0, 0);
+
+    } else {
+        ngx_http_llm_json_lit(j, "[]");
+    }
+
+    ngx_http_llm_json_lit(j, ",\"output_index\":");
+    ngx_http_llm_json_int(j, index);
+    ngx_http_llm_json_lit(j, ",\"text\":");
+    ngx_http_llm_json_str(j, text.data, text.len);
+    ngx_http_llm_responses_event_end(j, ctx, "response.output_text.done");
+
+    ngx_http_llm_responses_event(j, ctx, "response.content_part.done");
+    ngx_http_llm_json_lit(j, "{\"content_index\":0,\"item_id\":");
+    ngx_http_llm_json_str(j, ctx->item_id.data, ctx->item_id.len);
+    ngx_http_llm_json_lit(j, ",\"output_index\":");
+    ngx_http_llm_json_int(j, index);
+    ngx_http_llm_json_lit(j, ",\"part\":");
+    ngx_http_llm_responses_part(j, ctx, 0, lp);
+    ngx_http_llm_responses_event_end(j, ctx, "response.content_part.done");
+
+    ngx_http_llm_responses_event(j, ctx, "response.output_item.done");
+    ngx_http_llm_json_lit(j, "{\"item\":");
+    ngx_http_llm_responses_message(j, ctx, 1);
+    ngx_http_llm_json_lit(j, ",\"output_index\":");
+    ngx_http_llm_json_int(j, index);
+    ngx_http_llm_responses_event_end(j, ctx, "response.output_item.done");
+}
+
+
+/* the answer's text: the message's (with a tool parser: the content it
+ * found, empty when only calls; in a stream, the content streamed) */
+
+void
+ngx_http_llm_responses_answer(ngx_http_llm_ctx_t *ctx, ngx_str_t *text)
+{
+    ngx_http_llm_seq_t  *seq = &ctx->seqs[0];
+
+    if (ctx->items) {
+        text->data = ctx->items->text.elts;
+        text->len = ctx->items->text.nelts;
+        return;
+    }
+
+    if (seq->tools) {
+        ngx_http_llm_tools_answer(seq, text);
+        return;
+    }
+
+    text->data = seq->text.elts;
+    text->len = seq->text.nelts;
+}
+
+
 /* "event: type\ndata: {" ... "sequence_number":N,"type":"type"}\n\n */
 
-static void
+void
 ngx_http_llm_responses_event(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
     const char *type)
 {
@@ -235,7 +299,7 @@ ngx_http_llm_responses_event(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
 }
 
 
-static void
+void
 ngx_http_llm_responses_event_end(ngx_http_llm_json_t *j,
     ngx_http_llm_ctx_t *ctx, const char *type)
 {
@@ -260,13 +324,11 @@ ngx_http_llm_responses_object(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
     double                      top_p;
     ngx_uint_t                  incomplete;
     ngx_http_llm_job_t         *job;
-    ngx_http_llm_seq_t         *seq;
     const llm_request_stats    *s;
     ngx_http_llm_responses_t   *resp;
 
     job = ctx->job;
     resp = job->responses;
-    seq = &ctx->seqs[0];
     s = &ctx->stats;
 
     incomplete = final && ctx->finish == LLM_FINISH_LENGTH;
@@ -295,8 +357,8 @@ ngx_http_llm_responses_object(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_json_str(j, ctx->model.data, ctx->model.len);
     ngx_http_llm_json_lit(j, ",\"object\":\"response\",\"output\":[");
 
-    if (final && seq->text.nelts) {
-        ngx_http_llm_responses_message(j, ctx, 1);
+    if (final) {
+        ngx_http_llm_responses_output(j, ctx);
     }
 
     ngx_http_llm_json_lit(j, "],\"parallel_tool_calls\":");
@@ -401,7 +463,7 @@ ngx_http_llm_responses_object(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
 
 /* the output message item; final: 0 gives the empty one of .added */
 
-static void
+void
 ngx_http_llm_responses_message(ngx_http_llm_json_t *j,
     ngx_http_llm_ctx_t *ctx, ngx_uint_t final)
 {
@@ -432,10 +494,11 @@ ngx_http_llm_responses_message(ngx_http_llm_json_t *j,
  * schema wants a list: vLLM's null in the done events is not one).
  */
 
-static void
+void
 ngx_http_llm_responses_part(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
     ngx_uint_t empty, ngx_uint_t logprobs)
 {
+    ngx_str_t            text;
     ngx_http_llm_seq_t  *seq;
 
     seq = &ctx->seqs[0];
@@ -446,7 +509,8 @@ ngx_http_llm_responses_part(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
         ngx_http_llm_json_lit(j, "\"\"");
 
     } else {
-        ngx_http_llm_json_str(j, seq->text.elts, seq->text.nelts);
+        ngx_http_llm_responses_answer(ctx, &text);
+        ngx_http_llm_json_str(j, text.data, text.len);
     }
 
     ngx_http_llm_json_lit(j, ",\"type\":\"output_text\",\"logprobs\":");
@@ -492,6 +556,8 @@ ngx_http_llm_responses_store(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j,
     size_t start)
 {
     ngx_int_t                  rc;
+    ngx_str_t                  text;
+    ngx_uint_t                 calls;
     ngx_http_llm_json_t        m;
     ngx_http_llm_seq_t        *seq;
     ngx_http_llm_responses_t  *resp;
@@ -513,13 +579,28 @@ ngx_http_llm_responses_store(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j,
     ngx_http_llm_json_lit(&m, "[");
     ngx_http_llm_json_raw(&m, resp->history.data, resp->history.len);
 
-    if (seq->text.nelts) {
+    ngx_http_llm_responses_answer(ctx, &text);
+    calls = ngx_http_llm_responses_n_calls(ctx);
+
+    if (text.len || calls) {
         if (resp->history.len) {
             ngx_http_llm_json_lit(&m, ",");
         }
 
         ngx_http_llm_json_lit(&m, "{\"role\":\"assistant\",\"content\":");
-        ngx_http_llm_json_str(&m, seq->text.elts, seq->text.nelts);
+
+        if (text.len || !calls) {
+            ngx_http_llm_json_str(&m, text.data, text.len);
+
+        } else {
+            ngx_http_llm_json_lit(&m, "null");
+        }
+
+        if (calls) {
+            ngx_http_llm_json_lit(&m, ",\"tool_calls\":");
+            ngx_http_llm_tools_calls(&m, seq);
+        }
+
         ngx_http_llm_json_lit(&m, "}");
     }
 

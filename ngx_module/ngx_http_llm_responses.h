@@ -47,4 +47,53 @@ struct ngx_http_llm_responses_s {
 };
 
 
+/* a function_call output item of a stream (ngx_http_llm_responses_calls.c) */
+typedef struct {
+    ngx_str_t                   id;            /* "fc_..." */
+    ngx_str_t                   name;
+    ngx_array_t                 args;          /* u_char, streamed so far */
+    ngx_uint_t                  output_index;
+} ngx_http_llm_resp_call_t;
+
+#define NGX_HTTP_LLM_ITEM_NONE     0
+#define NGX_HTTP_LLM_ITEM_MESSAGE  1
+#define NGX_HTTP_LLM_ITEM_CALL     2
+
+/* a stream's output items when a tool parser reads the answer */
+struct ngx_http_llm_resp_items_s {
+    ngx_array_t                 calls;         /* ngx_http_llm_resp_call_t */
+    ngx_array_t                 text;          /* u_char: the message's */
+    ngx_uint_t                  n;             /* items added */
+    ngx_uint_t                  msg_index;
+    ngx_uint_t                  open;          /* NGX_HTTP_LLM_ITEM_*: the
+                                                  one added, not done */
+    unsigned                    msg_added:1;
+};
+
+
+/* ngx_http_llm_responses.c: the events and items the calls share */
+void ngx_http_llm_responses_event(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx, const char *type);
+void ngx_http_llm_responses_event_end(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx, const char *type);
+void ngx_http_llm_responses_message(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx, ngx_uint_t final);
+void ngx_http_llm_responses_part(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx, ngx_uint_t empty, ngx_uint_t logprobs);
+void ngx_http_llm_responses_msg_added(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx, ngx_uint_t index);
+void ngx_http_llm_responses_msg_delta(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx, ngx_uint_t index, u_char *text, size_t len);
+void ngx_http_llm_responses_msg_done(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx, ngx_uint_t index);
+void ngx_http_llm_responses_answer(ngx_http_llm_ctx_t *ctx, ngx_str_t *text);
+
+/* ngx_http_llm_responses_calls.c: function_call items */
+ngx_int_t ngx_http_llm_responses_calls_chunk(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_json_t *j);
+void ngx_http_llm_responses_output(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx);
+ngx_uint_t ngx_http_llm_responses_n_calls(ngx_http_llm_ctx_t *ctx);
+
+
 #endif /* _NGX_HTTP_LLM_RESPONSES_H_INCLUDED_ */

@@ -72,6 +72,8 @@ static void ngx_http_llm_responses_gen_msg(ngx_http_llm_gen_t *gen,
     ngx_http_llm_resp_msg_t *m);
 static yajl_val ngx_http_llm_responses_tools(ngx_http_llm_job_t *job,
     yajl_val tools);
+static ngx_int_t ngx_http_llm_responses_tool_choice(ngx_http_llm_job_t *job,
+    yajl_val root, yajl_val messages, yajl_val tools);
 static yajl_val ngx_http_llm_responses_messages(ngx_http_llm_job_t *job,
     yajl_val root, ngx_str_t *prev, ngx_str_t *now);
 static yajl_val ngx_http_llm_responses_tree(ngx_http_llm_job_t *job,
@@ -198,6 +200,9 @@ ngx_http_llm_responses_parse(ngx_http_llm_job_t *job, yajl_val root)
     tools = ngx_http_llm_responses_tools(job, llm_json_get(root, "tools"));
 
     if (job->status == 0
+        && (tools == NULL
+            || ngx_http_llm_responses_tool_choice(job, root, messages, tools)
+               == NGX_OK)
         && ngx_http_llm_chat_prompt(job, root, messages, tools) == NGX_OK)
     {
         (void) ngx_http_llm_params_finish(job);
@@ -821,6 +826,100 @@ ngx_http_llm_responses_gen_msg(ngx_http_llm_gen_t *gen,
     }
 
     ngx_http_llm_gen_close(gen, yajl_t_object);
+}
+
+
+/*
+ * tool_choice as chat's (ngx_http_llm_tools_parse(), on a root made of
+ * the chat forms): "none", "auto", "required", {"type": "function",
+ * "name": "f"} (chat's {"type": "function", "function": {"name": "f"}}),
+ * and parallel_tool_calls.  "auto" (the default) without
+ * llm_tool_call_parser leaves the model's answer a message, as before
+ * tool calls were parsed here (chat answers vLLM's 400).
+ */
+
+static ngx_int_t
+ngx_http_llm_responses_tool_choice(ngx_http_llm_job_t *job, yajl_val root,
+    yajl_val messages, yajl_val tools)
+{
+    yajl_val            v, name, type, chat;
+    ngx_int_t           rc;
+    ngx_str_t           text;
+    ngx_http_llm_gen_t  gen;
+
+    v = llm_json_get(root, "tool_choice");
+
+    if ((v == NULL || YAJL_IS_NULL(v)
+         || (YAJL_IS_STRING(v) && ngx_strcmp(v->u.string, "auto") == 0))
+        && job->tool_parser_conf == LLM_TOOL_PARSER_NONE)
+    {
+        return NGX_OK;
+    }
+
+    if (ngx_http_llm_gen_init(job, &gen) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    ngx_http_llm_gen_open(&gen, yajl_t_object);
+
+    if (v && YAJL_IS_OBJECT(v)) {
+        type = llm_json_get(v, "type");
+        name = llm_json_get(v, "name");
+
+        if (!YAJL_IS_STRING(type)
+            || ngx_strcmp(type->u.string, "function") != 0)
+        {
+            yajl_gen_free(gen.g);
+            ngx_http_llm_job_error(job, NGX_HTTP_BAD_REQUEST, "tool_choice",
+                                   "`tool_choice` must be \"none\", "
+                                   "\"auto\", \"required\" or "
+                                   "{\"type\": \"function\", \"name\": "
+                                   "...}");
+            return NGX_ERROR;
+        }
+
+        ngx_http_llm_gen_cstr(&gen, "tool_choice");
+        ngx_http_llm_gen_open(&gen, yajl_t_object);
+        ngx_http_llm_gen_cstr(&gen, "type");
+        ngx_http_llm_gen_cstr(&gen, "function");
+        ngx_http_llm_gen_cstr(&gen, "function");
+        ngx_http_llm_gen_open(&gen, yajl_t_object);
+
+        if (name) {
+            ngx_http_llm_gen_cstr(&gen, "name");
+            ngx_http_llm_gen_value(&gen, name);
+        }
+
+        ngx_http_llm_gen_close(&gen, yajl_t_object);
+        ngx_http_llm_gen_close(&gen, yajl_t_object);
+
+    } else if (v) {
+        ngx_http_llm_gen_cstr(&gen, "tool_choice");
+        ngx_http_llm_gen_value(&gen, v);
+    }
+
+    v = llm_json_get(root, "parallel_tool_calls");
+
+    if (v) {
+        ngx_http_llm_gen_cstr(&gen, "parallel_tool_calls");
+        ngx_http_llm_gen_value(&gen, v);
+    }
+
+    ngx_http_llm_gen_close(&gen, yajl_t_object);
+
+    if (ngx_http_llm_gen_done(job, &gen, &text) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    chat = ngx_http_llm_responses_tree(job, &text, "tool_choice");
+    if (chat == NULL) {
+        return NGX_ERROR;
+    }
+
+    rc = ngx_http_llm_tools_parse(job, chat, messages, tools);
+    llm_json_free(chat);
+
+    return rc;
 }
 
 

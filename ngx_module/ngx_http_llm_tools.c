@@ -11,15 +11,6 @@
 #include "ngx_http_llm_module.h"
 
 
-/* a tool_calls entry of a chunk not yet written */
-typedef struct {
-    ngx_int_t                   index;
-    ngx_uint_t                  start;         /* the call's first: id,
-                                                  type and name too */
-    ngx_str_t                   name;
-    ngx_array_t                 args;          /* u_char */
-} ngx_http_llm_tool_delta_t;
-
 struct ngx_http_llm_tools_s {
     llm_tool_parser            *parser;
     ngx_pool_t                 *pool;
@@ -27,6 +18,7 @@ struct ngx_http_llm_tools_s {
     ngx_array_t                 deltas;        /* ngx_http_llm_tool_delta_t */
     ngx_array_t                 ids;           /* ngx_str_t, one per call */
     llm_tool_parser_kind        kind;
+    unsigned                    responses:1;   /* ids "call_..." */
     unsigned                    finished:1;
     unsigned                    failed:1;      /* out of memory */
 };
@@ -404,13 +396,14 @@ ngx_http_llm_tool_messages(ngx_http_llm_job_t *job, yajl_val messages)
 
 
 /*
- * Feeds the sequence's new text (seq->text) to its parser, and at the end
+ * Feeds the sequence's new text (seq->text from offset from on: chat
+ * empties it after each chunk, /responses keeps it) to its parser, and at the end
  * of the sequence finishes it: the content and calls it finds wait in
  * seq->tools for the chunk or the body.  No-op for a chat without tools.
  */
 
 ngx_int_t
-ngx_http_llm_tools_feed(ngx_http_llm_seq_t *seq)
+ngx_http_llm_tools_feed(ngx_http_llm_seq_t *seq, size_t from)
 {
     ngx_http_llm_tools_t  *t;
 
@@ -431,8 +424,8 @@ ngx_http_llm_tools_feed(ngx_http_llm_seq_t *seq)
         return NGX_OK;
     }
 
-    llm_tool_parser_feed(t->parser, seq->text.elts, seq->text.nelts,
-                         ngx_http_llm_tools_event, t);
+    llm_tool_parser_feed(t->parser, (char *) seq->text.elts + from,
+                         seq->text.nelts - from, ngx_http_llm_tools_event, t);
 
     if (seq->finish != LLM_FINISH_NONE) {
         llm_tool_parser_finish(t->parser, ngx_http_llm_tools_event, t);
@@ -473,6 +466,7 @@ ngx_http_llm_tools_create(ngx_http_llm_seq_t *seq)
 
     t->pool = pool;
     t->kind = seq->ctx->job->tool_parser;
+    t->responses = (seq->ctx->job->responses != NULL);
     t->parser = t->kind == LLM_TOOL_PARSER_NAMED
                 ? llm_tool_parser_new_named(
                       (const char *) seq->ctx->job->tool_name.data,
@@ -574,13 +568,16 @@ args:
 }
 
 
-/* vLLM's ids: "chatcmpl-tool-" and 32 hex digits; Mistral's 9 characters */
+/* vLLM's ids: "chatcmpl-tool-" (Responses: "call_") and 32 hex digits;
+ * Mistral's 9 characters */
 
 static ngx_int_t
 ngx_http_llm_tools_id(ngx_http_llm_tools_t *t, ngx_str_t *id)
 {
     if (t->kind != LLM_TOOL_PARSER_MISTRAL) {
-        return ngx_http_llm_random_id(t->pool, id, "chatcmpl-tool-");
+        return ngx_http_llm_random_id(t->pool, id, t->responses
+                                                   ? "call_"
+                                                   : "chatcmpl-tool-");
     }
 
     id->data = ngx_pnalloc(t->pool, 10);
@@ -607,6 +604,37 @@ ngx_http_llm_tools_pending(ngx_http_llm_seq_t *seq)
 
 
 /*
+ * What the parser found since the last take: the content and the calls'
+ * deltas (index, start, name, argument bytes), left for the caller to
+ * write; the next feed starts afresh.
+ */
+
+void
+ngx_http_llm_tools_take(ngx_http_llm_seq_t *seq, ngx_str_t *content,
+    ngx_http_llm_tool_delta_t **deltas, ngx_uint_t *n)
+{
+    ngx_http_llm_tools_t  *t = seq->tools;
+
+    content->data = t->content.elts;
+    content->len = t->content.nelts;
+    *deltas = t->deltas.elts;
+    *n = t->deltas.nelts;
+
+    t->content.nelts = 0;
+    t->deltas.nelts = 0;
+}
+
+
+/* call i's id */
+
+ngx_str_t *
+ngx_http_llm_tools_call_id(ngx_http_llm_seq_t *seq, ngx_uint_t i)
+{
+    return (ngx_str_t *) seq->tools->ids.elts + i;
+}
+
+
+/*
  * A chunk's delta (without braces): "content" when there is some (or
  * nothing else), then "tool_calls" as OpenAI streams them: a call's first
  * entry has its index, id, type and name and the arguments so far (""
@@ -616,57 +644,54 @@ ngx_http_llm_tools_pending(ngx_http_llm_seq_t *seq)
 void
 ngx_http_llm_tools_delta(ngx_http_llm_json_t *j, ngx_http_llm_seq_t *seq)
 {
-    ngx_str_t                  *ids;
-    ngx_uint_t                  i;
-    ngx_http_llm_tools_t       *t = seq->tools;
+    ngx_str_t                   content, *id;
+    ngx_uint_t                  i, n;
     ngx_http_llm_tool_delta_t  *d;
 
-    if (t->content.nelts || t->deltas.nelts == 0) {
-        ngx_http_llm_json_lit(j, "\"content\":");
-        ngx_http_llm_json_str(j, t->content.elts, t->content.nelts);
+    ngx_http_llm_tools_take(seq, &content, &d, &n);
 
-        if (t->deltas.nelts) {
+    if (content.len || n == 0) {
+        ngx_http_llm_json_lit(j, "\"content\":");
+        ngx_http_llm_json_str(j, content.data, content.len);
+
+        if (n) {
             ngx_http_llm_json_lit(j, ",");
         }
     }
 
-    if (t->deltas.nelts) {
-        ngx_http_llm_json_lit(j, "\"tool_calls\":[");
-
-        d = t->deltas.elts;
-        ids = t->ids.elts;
-
-        for (i = 0; i < t->deltas.nelts; i++) {
-            if (i) {
-                ngx_http_llm_json_lit(j, ",");
-            }
-
-            ngx_http_llm_json_lit(j, "{\"index\":");
-            ngx_http_llm_json_int(j, d[i].index);
-
-            if (d[i].start) {
-                ngx_http_llm_json_lit(j, ",\"id\":");
-                ngx_http_llm_json_str(j, ids[d[i].index].data,
-                                      ids[d[i].index].len);
-                ngx_http_llm_json_lit(j, ",\"type\":\"function\","
-                                      "\"function\":{\"name\":");
-                ngx_http_llm_json_str(j, d[i].name.data, d[i].name.len);
-                ngx_http_llm_json_lit(j, ",");
-
-            } else {
-                ngx_http_llm_json_lit(j, ",\"function\":{");
-            }
-
-            ngx_http_llm_json_lit(j, "\"arguments\":");
-            ngx_http_llm_json_str(j, d[i].args.elts, d[i].args.nelts);
-            ngx_http_llm_json_lit(j, "}}");
-        }
-
-        ngx_http_llm_json_lit(j, "]");
+    if (n == 0) {
+        return;
     }
 
-    t->content.nelts = 0;
-    t->deltas.nelts = 0;
+    ngx_http_llm_json_lit(j, "\"tool_calls\":[");
+
+    for (i = 0; i < n; i++) {
+        if (i) {
+            ngx_http_llm_json_lit(j, ",");
+        }
+
+        ngx_http_llm_json_lit(j, "{\"index\":");
+        ngx_http_llm_json_int(j, d[i].index);
+
+        if (d[i].start) {
+            id = ngx_http_llm_tools_call_id(seq, d[i].index);
+            ngx_http_llm_json_lit(j, ",\"id\":");
+            ngx_http_llm_json_str(j, id->data, id->len);
+            ngx_http_llm_json_lit(j, ",\"type\":\"function\","
+                                  "\"function\":{\"name\":");
+            ngx_http_llm_json_str(j, d[i].name.data, d[i].name.len);
+            ngx_http_llm_json_lit(j, ",");
+
+        } else {
+            ngx_http_llm_json_lit(j, ",\"function\":{");
+        }
+
+        ngx_http_llm_json_lit(j, "\"arguments\":");
+        ngx_http_llm_json_str(j, d[i].args.elts, d[i].args.nelts);
+        ngx_http_llm_json_lit(j, "}}");
+    }
+
+    ngx_http_llm_json_lit(j, "]");
 }
 
 
@@ -691,6 +716,51 @@ ngx_http_llm_tools_content(ngx_http_llm_json_t *j, ngx_http_llm_seq_t *seq)
     }
 
     ngx_http_llm_json_str(j, (u_char *) s, len);
+}
+
+
+/* call i's name and arguments, once the sequence ended */
+
+void
+ngx_http_llm_tools_call(ngx_http_llm_seq_t *seq, ngx_uint_t i,
+    ngx_str_t *name, ngx_str_t *args)
+{
+    size_t       len;
+    const char  *s;
+
+    s = llm_tool_parser_call_name(seq->tools->parser, (int) i, &len);
+    name->data = (u_char *) s;
+    name->len = len;
+    s = llm_tool_parser_call_args(seq->tools->parser, (int) i, &len);
+    args->data = (u_char *) s;
+    args->len = len;
+}
+
+
+/* the content as text: empty when there is none (Responses) */
+
+void
+ngx_http_llm_tools_answer(ngx_http_llm_seq_t *seq, ngx_str_t *text)
+{
+    size_t       len;
+    const char  *s;
+
+    s = llm_tool_parser_content(seq->tools->parser, &len);
+
+    text->data = (u_char *) s;
+    text->len = s ? len : 0;
+}
+
+
+/* the calls found, once the sequence ended */
+
+ngx_uint_t
+ngx_http_llm_tools_n_calls(ngx_http_llm_seq_t *seq)
+{
+    ngx_http_llm_tools_t  *t = seq->tools;
+
+    return t && t->finished ? (ngx_uint_t) llm_tool_parser_n_calls(t->parser)
+                            : 0;
 }
 
 

@@ -227,6 +227,20 @@ my $next = body('responses, previous_response_id', 'Response',
                          { %resp, input => 'And then?',
                            previous_response_id => $plain->{json}{id} }));
 
+# a function call: tool_choice naming the function (the grammar makes the
+# random model write one)
+my %fcall = (%resp, max_output_tokens => 120, temperature => 0, store => \0,
+             tools => [ { type => 'function', name => 'get_weather',
+                          parameters => { type => 'object', additionalProperties => \0,
+                                          properties => { city => { enum => [ 'Paris', 'Rome' ] } },
+                                          required => ['city'] } } ],
+             tool_choice => { type => 'function', name => 'get_weather' });
+my $fcb = body('responses, a function_call item', 'Response', $t->post('/v1/responses', \%fcall));
+is($fcb->{json}{output}[-1]{type}, 'function_call', 'responses: the function_call item')
+    or diag($fcb->{content});
+my $fcs = responses_stream('responses stream, a function_call item', \%fcall);
+ok(scalar(grep { $_ eq 'response.function_call_arguments.done' } @{ $fcs->{types} }),
+   'responses stream: function_call_arguments events');
 my $st = responses_stream('responses stream', { %resp, temperature => 0 });
 is_deeply([ grep { !/delta/ } @{ $st->{types} } ],
           [qw(response.created response.in_progress response.output_item.added

@@ -1,12 +1,13 @@
 // The OpenAI Agents SDK (npm `@openai/agents`), unmodified, against
-// ngx_llm through the Chat Completions API (OpenAIChatCompletionsModel):
+// ngx_llm through the Chat Completions API (OpenAIChatCompletionsModel) or
+// the Responses API (OpenAIResponsesModel, the SDK's default):
 // an agent with one function tool runs to completion, not streamed and
 // streamed.  Its modelSettings ask tool_choice "required", so the first
 // turn is a call whatever the model would write; the SDK runs the tool,
 // sends its output back and (resetToolChoice) asks "auto" next, where the
 // model's answer is the final output.  Prints one JSON object;
-// t/api_tools.t checks it.
-// usage: node t/nginx/agents_client.mjs BASE_URL MODEL FIRST
+// t/api_tools.t and t/api_responses_tools.t check it.
+// usage: node t/nginx/agents_client.mjs BASE_URL MODEL FIRST [chat|responses]
 //   (FIRST: the first token of the script model's plain answer)
 import { createRequire } from 'module';
 import path from 'path';
@@ -16,7 +17,7 @@ const agents = require('@openai/agents');
 // the OpenAI client the SDK itself depends on
 const { OpenAI } = createRequire(require.resolve('@openai/agents-openai'))('openai');
 
-const [baseURL, model, first] = process.argv.slice(2);
+const [baseURL, model, first, api = 'chat'] = process.argv.slice(2);
 agents.setTracingDisabled(true);
 const client = new OpenAI({ baseURL, apiKey: 'sk-none', maxRetries: 0,
                             timeout: 60000 });
@@ -37,7 +38,8 @@ const agent = new agents.Agent({
     name: 'weather',
     instructions: 'Answer questions about the weather.',
     tools: [getWeather],
-    model: new agents.OpenAIChatCompletionsModel(client, model),
+    model: api === 'responses' ? new agents.OpenAIResponsesModel(client, model)
+                               : new agents.OpenAIChatCompletionsModel(client, model),
     modelSettings: { toolChoice: 'required', temperature: 0, maxTokens: 300,
                      parallelToolCalls: false,
                      providerData: { logit_bias: { [first]: 100 } } },
