@@ -29,12 +29,8 @@
 #include "ngx_http_llm_responses.h"
 
 
-
-
 static void ngx_http_llm_responses_object(ngx_http_llm_json_t *j,
     ngx_http_llm_ctx_t *ctx, ngx_uint_t final);
-
-
 static void ngx_http_llm_responses_echoed(ngx_http_llm_json_t *j,
     ngx_http_llm_ctx_t *ctx, ngx_uint_t which, const char *dflt);
 static void ngx_http_llm_responses_store(ngx_http_llm_ctx_t *ctx,
