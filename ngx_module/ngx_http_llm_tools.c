@@ -808,9 +808,8 @@ ngx_http_llm_tools_calls(ngx_http_llm_json_t *j, ngx_http_llm_seq_t *seq)
 const char *
 ngx_http_llm_tools_finish_reason(ngx_http_llm_seq_t *seq)
 {
-    if (seq->tools && seq->tools->finished
-        && seq->tools->kind != LLM_TOOL_PARSER_NAMED
-        && llm_tool_parser_n_calls(seq->tools->parser) > 0)
+    if (ngx_http_llm_tools_n_calls(seq) > 0
+        && seq->tools->kind != LLM_TOOL_PARSER_NAMED)
     {
         return "tool_calls";
     }
