@@ -112,7 +112,7 @@ llm_engine_publish(llm_engine *e)
         o = &r->out;
         llm_req_out_add_text(o, r->stage.text, r->stage.text_len);
         for (j = 0; j < r->stage.n_ids; j++) {
-            llm_req_out_add_id(o, r->stage.ids[j],
+            llm_req_out_add_id(o, r->stage.ids[j], r->stage.times[j],
                                r->stage.logprobs ? &r->stage.logprobs[j]
                                                  : NULL);
         }
@@ -538,6 +538,7 @@ llm_engine_drain(llm_engine *e, llm_output_fn fn, void *data)
         o->text = r->deliver.text ? r->deliver.text : "";
         o->text_len = r->deliver.text_len;
         o->ids = r->deliver.ids;
+        o->token_times = r->deliver.times;
         o->n_ids = r->deliver.n_ids;
         o->logprobs = r->deliver.logprobs;
         /* complete, hence no longer written by the engine */

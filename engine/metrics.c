@@ -41,3 +41,27 @@ llm_metrics_compute(const llm_request_stats *s, llm_metrics *m)
         }
     }
 }
+
+
+void
+llm_token_phase_metrics(const llm_token_phase *ph, double scheduled,
+    llm_metrics *m)
+{
+    double  span = ph->last - ph->first;
+
+    memset(m, 0, sizeof(*m));
+    if (ph->tokens == 0)
+        return;
+    if (scheduled > 0) {
+        m->has_ttft = 1;
+        m->ttft_ms = (ph->first - scheduled) * 1000.0;
+    }
+    m->has_generation = 1;
+    m->generation_ms = span * 1000.0;
+    if (ph->tokens > 1 && span > 0 && !ph->batched) {
+        m->has_mean_itl = 1;
+        m->mean_itl_ms = span / (ph->tokens - 1) * 1000.0;
+        m->has_tps = 1;
+        m->tokens_per_second = (ph->tokens - 1) / span;
+    }
+}

@@ -290,11 +290,13 @@ llm_request_append_token(llm_request *r, int32_t id)
 
 
 void
-llm_req_out_add_id(llm_req_out *o, int32_t id, const llm_token_logprob *lp)
+llm_req_out_add_id(llm_req_out *o, int32_t id, double t,
+    const llm_token_logprob *lp)
 {
     if (o->n_ids == o->ids_cap) {
         o->ids_cap = o->ids_cap ? 2 * o->ids_cap : 16;
         o->ids = llm_xrealloc(o->ids, sizeof(int32_t) * o->ids_cap);
+        o->times = llm_xrealloc(o->times, sizeof(double) * o->ids_cap);
         if (lp || o->logprobs) {
             o->logprobs = llm_xrealloc(o->logprobs,
                                        sizeof(llm_token_logprob)
@@ -307,6 +309,7 @@ llm_req_out_add_id(llm_req_out *o, int32_t id, const llm_token_logprob *lp)
     if (lp) {
         o->logprobs[o->n_ids] = *lp;
     }
+    o->times[o->n_ids] = t;
     o->ids[o->n_ids++] = id;
 }
 
@@ -341,6 +344,7 @@ llm_req_out_free(llm_req_out *o)
 {
     free(o->text);
     free(o->ids);
+    free(o->times);
     free(o->logprobs);
     memset(o, 0, sizeof(*o));
 }

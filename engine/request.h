@@ -30,6 +30,7 @@ typedef struct {
     char               *text;
     size_t              text_len, text_cap;
     int32_t            *ids;
+    double             *times;           /* each id's step */
     llm_token_logprob  *logprobs;
     int                 n_ids, ids_cap;
     int                 prompt_lp_ready; /* the prompt's records go with it */
@@ -118,7 +119,7 @@ struct llm_request {
 };
 
 /* Appends a generated token's id (and logprob record) to the output. */
-void llm_req_out_add_id(llm_req_out *o, int32_t id,
+void llm_req_out_add_id(llm_req_out *o, int32_t id, double t,
     const llm_token_logprob *lp);
 void llm_req_out_add_text(llm_req_out *o, const char *s, size_t n);
 void llm_req_out_clear(llm_req_out *o);

@@ -226,7 +226,7 @@ llm_engine_accept_token(llm_engine *e, llm_request *r, int32_t id,
     r->stats.last_token = now;
     r->tok_time[n_out % LLM_TOK_RING] = now;
     e->counters.generation_tokens_total++;
-    llm_req_out_add_id(&r->stage, id, lp);
+    llm_req_out_add_id(&r->stage, id, now, lp);
     llm_mark_changed(e, r);
 
     /* vLLM checks no stop condition before min_tokens; the text of the

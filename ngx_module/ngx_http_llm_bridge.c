@@ -992,9 +992,14 @@ ngx_http_llm_append(ngx_http_llm_seq_t *seq, const llm_output *out)
     ctx = seq->ctx;
     pool = ctx->request->pool;
 
-    if (ngx_http_llm_append_array(pool, &seq->text, out->text, out->text_len,
-                                  1, 256)
-        != NGX_OK)
+    if (ctx->job->reasoning) {
+        if (ngx_http_llm_reasoning_append(seq, out) != NGX_OK) {
+            return NGX_ERROR;
+        }
+
+    } else if (ngx_http_llm_append_array(pool, &seq->text, out->text,
+                                         out->text_len, 1, 256)
+               != NGX_OK)
     {
         return NGX_ERROR;
     }

@@ -28,6 +28,11 @@ static ngx_int_t ngx_http_llm_chat_content(ngx_http_llm_job_t *job,
     yajl_val msg, size_t index);
 static ngx_int_t ngx_http_llm_chat_tools(ngx_http_llm_job_t *job,
     yajl_val tools);
+static ngx_uint_t ngx_http_llm_chat_news(ngx_http_llm_seq_t *seq);
+static void ngx_http_llm_chat_delta(ngx_http_llm_json_t *j,
+    ngx_http_llm_seq_t *seq);
+static void ngx_http_llm_chat_reasoning(ngx_http_llm_json_t *j,
+    ngx_http_llm_seq_t *seq);
 static ngx_int_t ngx_http_llm_chat_render(ngx_http_llm_job_t *job,
     yajl_val root, yajl_val messages, yajl_val tools);
 
@@ -435,7 +440,11 @@ ngx_http_llm_chat_render(ngx_http_llm_job_t *job, yajl_val root,
                                   "messages");
     free(text);
 
-    return p ? NGX_OK : NGX_ERROR;
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    return ngx_http_llm_reasoning_parse(job, kwargs, p);
 }
 
 
@@ -491,9 +500,7 @@ ngx_http_llm_chat_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
             return NGX_ERROR;
         }
 
-        if (!ngx_http_llm_tools_pending(seq)
-            && seq->finish == LLM_FINISH_NONE)
-        {
+        if (!ngx_http_llm_chat_news(seq) && seq->finish == LLM_FINISH_NONE) {
             seq->text.nelts = 0;
             seq->changed = 0;
             continue;
@@ -505,13 +512,7 @@ ngx_http_llm_chat_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
         ngx_http_llm_json_int(j, seq->index);
         ngx_http_llm_json_lit(j, ",\"delta\":{");
 
-        if (seq->tools) {
-            ngx_http_llm_tools_delta(j, seq);
-
-        } else {
-            ngx_http_llm_json_lit(j, "\"content\":");
-            ngx_http_llm_json_str(j, seq->text.elts, seq->text.nelts);
-        }
+        ngx_http_llm_chat_delta(j, seq);
 
         ngx_http_llm_json_lit(j, "},\"logprobs\":");
 
@@ -575,11 +576,21 @@ ngx_http_llm_chat_body(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
         ngx_http_llm_json_int(j, seq->index);
         ngx_http_llm_json_lit(j, ",\"message\":{\"role\":\"assistant\","
                               "\"content\":");
-        ngx_http_llm_tools_content(j, seq);
+
+        /* vLLM: no content after the reasoning is null */
+        if (seq->reasoning && seq->tools == NULL && seq->text.nelts == 0) {
+            ngx_http_llm_json_lit(j, "null");
+
+        } else {
+            ngx_http_llm_tools_content(j, seq);
+        }
+
         ngx_http_llm_json_lit(j, ",\"refusal\":null,\"annotations\":[],"
                               "\"audio\":null,\"tool_calls\":");
         ngx_http_llm_tools_calls(j, seq);
-        ngx_http_llm_json_lit(j, ",\"reasoning\":null},\"logprobs\":");
+        ngx_http_llm_json_lit(j, ",\"reasoning\":");
+        ngx_http_llm_chat_reasoning(j, seq);
+        ngx_http_llm_json_lit(j, "},\"logprobs\":");
 
         if (ctx->job->logprobs >= 0) {
             ngx_http_llm_logprobs_chat(j, seq);
@@ -619,4 +630,68 @@ ngx_http_llm_chat_body(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
     ngx_http_llm_json_lit(j, "}");
 
     return j->failed ? NGX_ERROR : NGX_OK;
+}
+
+
+/*
+ * Whether a choice has something for a chunk: reasoning, content (without
+ * a reasoning parser even none: the chunk of every drain, as before), or
+ * what the tool-call parser found.
+ */
+
+static ngx_uint_t
+ngx_http_llm_chat_news(ngx_http_llm_seq_t *seq)
+{
+    if (seq->think.nelts) {
+        return 1;
+    }
+
+    if (seq->tools) {
+        return ngx_http_llm_tools_pending(seq);
+    }
+
+    return seq->reasoning == NULL || seq->text.nelts;
+}
+
+
+/* a chunk's delta, without braces: "reasoning", then the content and calls
+ * when there are some (or nothing else) */
+
+static void
+ngx_http_llm_chat_delta(ngx_http_llm_json_t *j, ngx_http_llm_seq_t *seq)
+{
+    if (seq->think.nelts) {
+        ngx_http_llm_json_lit(j, "\"reasoning\":");
+        ngx_http_llm_json_str(j, seq->think.elts, seq->think.nelts);
+
+        if (seq->tools ? !ngx_http_llm_tools_pending(seq)
+                       : seq->text.nelts == 0)
+        {
+            return;
+        }
+
+        ngx_http_llm_json_lit(j, ",");
+    }
+
+    if (seq->tools) {
+        ngx_http_llm_tools_delta(j, seq);
+        return;
+    }
+
+    ngx_http_llm_json_lit(j, "\"content\":");
+    ngx_http_llm_json_str(j, seq->text.elts, seq->text.nelts);
+}
+
+
+/* the message's "reasoning": null without a parser or without reasoning */
+
+static void
+ngx_http_llm_chat_reasoning(ngx_http_llm_json_t *j, ngx_http_llm_seq_t *seq)
+{
+    if (seq->think.nelts == 0) {
+        ngx_http_llm_json_lit(j, "null");
+        return;
+    }
+
+    ngx_http_llm_json_str(j, seq->think.elts, seq->think.nelts);
 }

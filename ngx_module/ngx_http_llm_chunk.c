@@ -33,6 +33,7 @@ void
 ngx_http_llm_chunk_written(ngx_http_llm_seq_t *seq)
 {
     seq->text.nelts = 0;
+    seq->think.nelts = 0;
     seq->lp.nelts = 0;
     seq->ids.nelts = 0;
     seq->new_ids = 0;

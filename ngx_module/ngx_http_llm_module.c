@@ -24,6 +24,8 @@ static char *ngx_http_llm_speculative(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static char *ngx_http_llm_responses_store(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_llm_reasoning_parser(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
 static char *ngx_http_llm_tool_call_parser(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
 static char *ngx_http_llm_handler_set(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -164,6 +166,20 @@ static ngx_command_t  ngx_http_llm_commands[] = {
       0,
       NULL },
 
+    { ngx_string("llm_reasoning_parser"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_llm_reasoning_parser,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("llm_per_request_output_token_metrics"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_llm_main_conf_t, output_token_metrics),
+      NULL },
+
     { ngx_string("llm_per_request_metrics"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
       ngx_conf_set_flag_slot,
@@ -292,6 +308,8 @@ ngx_http_llm_create_main_conf(ngx_conf_t *cf)
     lmcf->store_entries = NGX_CONF_UNSET;
     lmcf->store_size = NGX_CONF_UNSET_SIZE;
     lmcf->tool_parser = NGX_CONF_UNSET_UINT;
+    lmcf->reasoning_parser = NGX_CONF_UNSET_UINT;
+    lmcf->output_token_metrics = NGX_CONF_UNSET;
 
     return lmcf;
 }
@@ -315,6 +333,31 @@ ngx_http_llm_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_value(lmcf->store_entries, 1024);
     ngx_conf_init_size_value(lmcf->store_size, 64 * 1024 * 1024);
     ngx_conf_init_uint_value(lmcf->tool_parser, LLM_TOOL_PARSER_NONE);
+    ngx_conf_init_uint_value(lmcf->reasoning_parser,
+                             LLM_REASONING_PARSER_NONE);
+    ngx_conf_init_value(lmcf->output_token_metrics, 0);
+
+    /* vLLM refuses --enable-per-request-output-token-metrics without a
+     * reasoning parser to classify the tokens, and with
+     * --disable-log-stats, whose timestamps it needs */
+
+    if (lmcf->output_token_metrics
+        && lmcf->reasoning_parser == LLM_REASONING_PARSER_NONE)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"llm_per_request_output_token_metrics on\" "
+                           "requires \"llm_reasoning_parser\": the tokens "
+                           "are told apart by the reasoning parser");
+        return NGX_CONF_ERROR;
+    }
+
+    if (lmcf->output_token_metrics && !lmcf->log_stats) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"llm_per_request_output_token_metrics on\" "
+                           "requires \"llm_log_stats on\": the metrics come "
+                           "from the timestamps that llm_log_stats enables");
+        return NGX_CONF_ERROR;
+    }
 
     if (lmcf->device.len == 0) {
         ngx_str_set(&lmcf->device, "auto");
@@ -875,6 +918,41 @@ ngx_http_llm_tool_call_parser(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     }
 
     lmcf->tool_parser = kind;
+
+    return NGX_CONF_OK;
+}
+
+
+/*
+ * llm_reasoning_parser qwen3 | deepseek_r1: vLLM's --reasoning-parser, the
+ * <think>...</think> family (ngx_http_llm_reasoning.c).
+ */
+
+static char *
+ngx_http_llm_reasoning_parser(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_llm_main_conf_t *lmcf = conf;
+
+    int         kind;
+    ngx_str_t  *value;
+
+    if (lmcf->reasoning_parser != NGX_CONF_UNSET_UINT) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    kind = llm_reasoning_parser_kind_from_name((char *) value[1].data,
+                                               value[1].len);
+
+    if (kind < 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"llm_reasoning_parser\": unknown parser \"%V\", "
+                           "use qwen3 or deepseek_r1", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    lmcf->reasoning_parser = kind;
 
     return NGX_CONF_OK;
 }

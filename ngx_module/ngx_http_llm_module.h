@@ -184,6 +184,8 @@ typedef struct {
     ngx_thread_pool_t          *thread_pool;
     ngx_uint_t                  tool_parser;   /* llm_tool_parser_kind, or
                                                   NGX_HTTP_LLM_TOOL_PARSER_AUTO */
+    ngx_uint_t                  reasoning_parser;  /* llm_reasoning_parser_kind */
+    ngx_flag_t                  output_token_metrics;
 
     unsigned                    used:1;        /* a handler uses the engine */
     unsigned                    api:1;         /* an llm_api location */
@@ -218,6 +220,7 @@ struct ngx_http_llm_job_s {
     int                         max_model_len;
     u_char                      owner[NGX_HTTP_LLM_OWNER_LEN];
     ngx_uint_t                  tool_parser_conf;   /* llm_tool_call_parser */
+    ngx_uint_t                  reasoning_conf;     /* llm_reasoning_parser */
     unsigned                    force_include_usage:1;
 
     /* outputs: an error ... */
@@ -239,6 +242,9 @@ struct ngx_http_llm_job_s {
     llm_tool_parser_kind        tool_parser;   /* chat: parse tool calls */
     ngx_str_t                   tool_name;     /* ... of this function
                                                   (NAMED), NUL-terminated */
+    llm_reasoning_parser_kind   reasoning;     /* chat, responses: split
+                                                  the output's reasoning */
+    llm_reasoning_config        think;         /* ... with these markers */
     unsigned                    stream:1;
     unsigned                    include_usage:1;
     unsigned                    continuous_usage:1;
@@ -277,6 +283,12 @@ typedef struct {
 
     /* chat with a tool-call parser: its state (ngx_http_llm_tools.c) */
     ngx_http_llm_tools_t       *tools;
+
+    /* with a reasoning parser (ngx_http_llm_reasoning.c): its state, and
+     * the reasoning text not yet written (stream) or all of it, as text */
+    llm_reasoning_parser       *reasoning;
+    ngx_array_t                 think;         /* u_char */
+    size_t                      think_sent;    /* responses stream */
 
     /* prompt logprobs: prompt->n - 1 records, token i + 1 in record i */
     llm_token_logprob          *plp;
@@ -332,6 +344,7 @@ struct ngx_http_llm_ctx_s {
 
     ngx_uint_t                  sequence_number;  /* responses events */
     ngx_str_t                   item_id;          /* responses: "msg_..." */
+    ngx_str_t                   reasoning_id;     /* ... and "rs_..." */
     ngx_http_llm_resp_items_t  *items;            /* responses stream with
                                                      a tool parser */
 
@@ -352,6 +365,7 @@ struct ngx_http_llm_ctx_s {
     unsigned                    continuous_usage:1;
     unsigned                    metrics:1;     /* the metrics object */
     unsigned                    timing:1;      /* its five times */
+    unsigned                    phase_metrics:1;  /* output_token_metrics */
     unsigned                    prefix_caching:1;
     unsigned                    log_stats:1;
     unsigned                    queued:1;      /* in the ready queue */
@@ -359,6 +373,9 @@ struct ngx_http_llm_ctx_s {
     unsigned                    submitted:1;   /* the engine saw it */
     unsigned                    role_sent:1;
     unsigned                    item_started:1;   /* responses stream */
+    unsigned                    reasoning_item:1; /* ... its output[0] is
+                                                     the reasoning */
+    unsigned                    reasoning_open:1; /* ... still streaming */
     unsigned                    failed:1;      /* out of memory on drain */
     unsigned                    engine_lost:1; /* the engine process
                                                   stopped under it */
@@ -490,6 +507,20 @@ ngx_uint_t ngx_http_llm_tools_n_calls(ngx_http_llm_seq_t *seq);
 void ngx_http_llm_tools_call(ngx_http_llm_seq_t *seq, ngx_uint_t i,
     ngx_str_t *name, ngx_str_t *args);
 const char *ngx_http_llm_tools_finish_reason(ngx_http_llm_seq_t *seq);
+
+/* ngx_http_llm_reasoning.c */
+ngx_int_t ngx_http_llm_reasoning_parse(ngx_http_llm_job_t *job,
+    yajl_val kwargs, ngx_http_llm_prompt_t *p);
+ngx_int_t ngx_http_llm_reasoning_append(ngx_http_llm_seq_t *seq,
+    const llm_output *out);
+void ngx_http_llm_reasoning_phases(ngx_http_llm_ctx_t *ctx,
+    llm_token_phases *sum);
+void ngx_http_llm_reasoning_usage(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx);
+void ngx_http_llm_reasoning_metrics_json(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx, ngx_uint_t drop_nulls);
+ngx_uint_t ngx_http_llm_reasoning_content_ttft(ngx_http_llm_ctx_t *ctx,
+    double *ms);
 
 /* ngx_http_llm_tools_grammar.c: tool_choice "required" and named (NULL:
  * "required") as a grammar */

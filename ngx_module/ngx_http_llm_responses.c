@@ -101,6 +101,12 @@ ngx_http_llm_responses_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
         return j->failed ? NGX_ERROR : NGX_OK;
     }
 
+    if (ctx->job->reasoning
+        && ngx_http_llm_responses_reasoning_chunk(ctx, j) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
     if (ctx->job->tool_parser != LLM_TOOL_PARSER_NONE) {
         if (ngx_http_llm_responses_calls_chunk(ctx, j) != NGX_OK) {
             return NGX_ERROR;
@@ -109,10 +115,10 @@ ngx_http_llm_responses_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
     } else if (seq->text.nelts > seq->text_sent) {
         if (!ctx->item_started) {
             ctx->item_started = 1;
-            ngx_http_llm_responses_msg_added(j, ctx, 0);
+            ngx_http_llm_responses_msg_added(j, ctx, ctx->reasoning_item);
         }
 
-        ngx_http_llm_responses_msg_delta(j, ctx, 0,
+        ngx_http_llm_responses_msg_delta(j, ctx, ctx->reasoning_item,
                                          (u_char *) seq->text.elts
                                          + seq->text_sent,
                                          seq->text.nelts - seq->text_sent);
@@ -127,7 +133,7 @@ ngx_http_llm_responses_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
     }
 
     if (ctx->item_started && ctx->job->tool_parser == LLM_TOOL_PARSER_NONE) {
-        ngx_http_llm_responses_msg_done(j, ctx, 0);
+        ngx_http_llm_responses_msg_done(j, ctx, ctx->reasoning_item);
     }
 
     ngx_http_llm_responses_event(j, ctx, "response.completed");
@@ -319,6 +325,7 @@ ngx_http_llm_responses_object(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
 {
     double                      top_p;
     ngx_uint_t                  incomplete;
+    llm_token_phases            ph;
     ngx_http_llm_job_t         *job;
     const llm_request_stats    *s;
     ngx_http_llm_responses_t   *resp;
@@ -430,7 +437,10 @@ ngx_http_llm_responses_object(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
                               "\"output_tokens\":");
         ngx_http_llm_json_int(j, s->completion_tokens);
         ngx_http_llm_json_lit(j, ",\"output_tokens_details\":"
-                              "{\"reasoning_tokens\":0},\"total_tokens\":");
+                              "{\"reasoning_tokens\":");
+        ngx_http_llm_reasoning_phases(ctx, &ph);
+        ngx_http_llm_json_int(j, ph.reasoning.tokens);
+        ngx_http_llm_json_lit(j, "},\"total_tokens\":");
         ngx_http_llm_json_int(j, (int64_t) s->prompt_tokens
                                  + s->completion_tokens);
         ngx_http_llm_json_lit(j, "}");

@@ -95,5 +95,11 @@ void ngx_http_llm_responses_output(ngx_http_llm_json_t *j,
     ngx_http_llm_ctx_t *ctx);
 ngx_uint_t ngx_http_llm_responses_n_calls(ngx_http_llm_ctx_t *ctx);
 
+/* ngx_http_llm_responses_reasoning.c */
+ngx_int_t ngx_http_llm_responses_reasoning_chunk(ngx_http_llm_ctx_t *ctx,
+    ngx_http_llm_json_t *j);
+ngx_uint_t ngx_http_llm_responses_reasoning_output(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx);
+
 
 #endif /* _NGX_HTTP_LLM_RESPONSES_H_INCLUDED_ */

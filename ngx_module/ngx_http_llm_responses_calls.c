@@ -66,7 +66,7 @@ ngx_http_llm_responses_calls_chunk(ngx_http_llm_ctx_t *ctx,
         if (!it->msg_added) {
             it->msg_added = 1;
             it->open = NGX_HTTP_LLM_ITEM_MESSAGE;
-            it->msg_index = it->n++;
+            it->msg_index = ctx->reasoning_item + it->n++;
             ctx->item_started = 1;
             ngx_http_llm_responses_msg_added(j, ctx, it->msg_index);
         }
@@ -192,7 +192,7 @@ ngx_http_llm_responses_call_added(ngx_http_llm_json_t *j,
     }
 
     c->name = d->name;
-    c->output_index = it->n++;
+    c->output_index = ctx->reasoning_item + it->n++;
     it->open = NGX_HTTP_LLM_ITEM_CALL;
 
     ngx_http_llm_responses_event(j, ctx, "response.output_item.added");
@@ -285,10 +285,14 @@ ngx_http_llm_responses_output(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx)
 
     seq = &ctx->seqs[0];
     it = ctx->items;
-    k = 0;
+    k = ngx_http_llm_responses_reasoning_output(j, ctx);
 
     if (it) {
         if (it->msg_added) {
+            if (k) {
+                ngx_http_llm_json_lit(j, ",");
+            }
+
             ngx_http_llm_responses_message(j, ctx, 1);
             k++;
         }
@@ -312,6 +316,10 @@ ngx_http_llm_responses_output(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx)
     ngx_http_llm_responses_answer(ctx, &text);
 
     if (text.len) {
+        if (k) {
+            ngx_http_llm_json_lit(j, ",");
+        }
+
         ngx_http_llm_responses_message(j, ctx, 1);
         k++;
     }

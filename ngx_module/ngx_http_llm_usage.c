@@ -102,8 +102,17 @@ ngx_http_llm_metrics_json(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
             ngx_http_llm_json_lit(j, ",");
         }
 
+        first = 0;
         ngx_http_llm_json_lit(j, "\"speculative_decoding\":");
         ngx_http_llm_spec_json(j, ctx, drop_nulls);
+    }
+
+    if (ctx->phase_metrics) {
+        if (!first) {
+            ngx_http_llm_json_lit(j, ",");
+        }
+
+        ngx_http_llm_reasoning_metrics_json(j, ctx, drop_nulls);
     }
 
     ngx_http_llm_json_lit(j, "}");
@@ -245,6 +254,10 @@ ngx_http_llm_usage_json(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
 
     } else if (what == NGX_HTTP_LLM_USAGE_BODY) {
         ngx_http_llm_json_lit(j, ",\"prompt_tokens_details\":null");
+    }
+
+    if (what != NGX_HTTP_LLM_USAGE_CHUNK) {
+        ngx_http_llm_reasoning_usage(j, ctx);
     }
 
     ngx_http_llm_json_lit(j, "}");

@@ -34,6 +34,10 @@ static ngx_int_t ngx_http_llm_variable_spec(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_llm_variable_metric(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_llm_variable_phase(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_llm_variable_content_ttft(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_llm_variable_int(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, int64_t value);
 static ngx_int_t ngx_http_llm_variable_fraction(ngx_http_request_t *r,
@@ -87,6 +91,20 @@ static ngx_http_variable_t  ngx_http_llm_vars[] = {
     { ngx_string("llm_tokens_per_second"), NULL,
       ngx_http_llm_variable_metric, NGX_HTTP_LLM_METRIC_TPS,
       NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    /* with llm_reasoning_parser (chat, responses): the reasoning and the
+     * answer apart, and the time to the answer's first token */
+
+    { ngx_string("llm_reasoning_tokens"), NULL, ngx_http_llm_variable_phase,
+      offsetof(llm_token_phases, reasoning.tokens),
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("llm_content_tokens"), NULL, ngx_http_llm_variable_phase,
+      offsetof(llm_token_phases, content.tokens),
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("llm_content_ttft_ms"), NULL,
+      ngx_http_llm_variable_content_ttft, 0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
       ngx_http_null_variable
 };
@@ -265,6 +283,55 @@ ngx_http_llm_variable_metric(ngx_http_request_t *r,
 
     return ngx_http_llm_variable_fraction(r, v,
                                     *(double *) ((u_char *) &m + f->value));
+}
+
+
+/* data: the offset of a count in llm_token_phases; "-" without a
+ * reasoning parser */
+
+static ngx_int_t
+ngx_http_llm_variable_phase(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    llm_token_phases     ph;
+    ngx_http_llm_ctx_t  *ctx;
+
+    ctx = ngx_http_llm_variable_ctx(r, v);
+    if (ctx == NULL) {
+        return NGX_OK;
+    }
+
+    if (!ctx->job->reasoning) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    ngx_http_llm_reasoning_phases(ctx, &ph);
+
+    return ngx_http_llm_variable_int(r, v, *(int *) ((u_char *) &ph + data));
+}
+
+
+static ngx_int_t
+ngx_http_llm_variable_content_ttft(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    double               ms;
+    ngx_http_llm_ctx_t  *ctx;
+
+    ctx = ngx_http_llm_variable_ctx(r, v);
+    if (ctx == NULL) {
+        return NGX_OK;
+    }
+
+    if (!ctx->log_stats || !ctx->job->reasoning
+        || !ngx_http_llm_reasoning_content_ttft(ctx, &ms))
+    {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    return ngx_http_llm_variable_fraction(r, v, ms);
 }
 
 

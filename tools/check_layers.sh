@@ -7,7 +7,7 @@
 # there is one.
 #
 #   engine/include (llm.h)  the public API: declarations only, any layer
-#   engine/util             <- jinja, tokenizer, grammar, toolcall
+#   engine/util             <- jinja, tokenizer, grammar, toolcall, reasoning
 #                           <- model <- backend <- cpu, cuda/ <- engine/ (core)
 #                           <- engine/ipc (the engine behind a socket)
 cd "$(dirname "$0")/.." || exit 2
@@ -16,7 +16,7 @@ rank() {
     case $1 in
     include)                     echo 0 ;;
     util)                        echo 1 ;;
-    jinja|tokenizer|grammar|toolcall) echo 2 ;;
+    jinja|tokenizer|grammar|toolcall|reasoning) echo 2 ;;
     model)                       echo 3 ;;
     backend)                     echo 4 ;;
     cpu|cuda)                    echo 5 ;;

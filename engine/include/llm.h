@@ -167,6 +167,8 @@ typedef struct {
     const char   *text;                  /* newly final UTF-8 text (stop strings removed) */
     size_t        text_len;
     const int32_t *ids;                  /* new token ids */
+    const double  *token_times;          /* each one's step (the clock of
+                                          * llm_request_stats) */
     int           n_ids;
     const llm_token_logprob *logprobs;   /* n_ids records, or NULL */
     /* prompt_logprobs >= 0: once, with the output that carries the first
@@ -198,6 +200,8 @@ const llm_tokenizer *llm_model_tokenizer(const llm_model *m);
 const llm_chat_template *llm_model_chat_template(const llm_model *m);
 int llm_model_vocab_size(const llm_model *m);
 const char *llm_model_dir(const llm_model *m);
+/* 1 if the id is one of generation_config's eos_token_id. */
+int llm_model_is_eos(const llm_model *m, int32_t id);
 
 
 /* The tokenizer (Hugging Face tokenizer.json; thread-safe once loaded). */
@@ -327,6 +331,87 @@ const char *llm_tool_parser_call_args(const llm_tool_parser *p, int i,
     size_t *len);
 /* ... and the content: NULL for none (calls and nothing before them). */
 const char *llm_tool_parser_content(const llm_tool_parser *p, size_t *len);
+
+
+/*
+ * Reasoning in generated text (engine/reasoning): vLLM's reasoning parsers
+ * of the <think>...</think> family (Qwen3, DeepSeek-R1 and its distills).
+ * One parser per sequence splits its text into reasoning and content and
+ * classifies its tokens by id -- reasoning, content, or unclassified (the
+ * think markers, tool-call markup, the stop token) -- with the timestamp
+ * of the step that made them, for vLLM's output_token_metrics.  The text
+ * and the ids are two views of one output and are fed separately.  The
+ * markers are configured, not looked up: the module reads their ids from
+ * the tokenizer (docs/api.md, "Reasoning").
+ */
+typedef enum {
+    LLM_REASONING_PARSER_NONE = 0,
+    LLM_REASONING_PARSER_QWEN3,          /* <think>...</think>; the chat
+                                          * template's enable_thinking */
+    LLM_REASONING_PARSER_DEEPSEEK_R1     /* <think>...</think>, always */
+} llm_reasoning_parser_kind;
+
+/* "qwen3", "deepseek_r1"; -1 for another name. */
+int llm_reasoning_parser_kind_from_name(const char *name, size_t len);
+const char *llm_reasoning_parser_kind_name(llm_reasoning_parser_kind k);
+
+typedef struct {
+    const char   *start;                 /* "<think>" */
+    const char   *end;                   /* "</think>" */
+    int32_t       start_id, end_id;      /* their token ids, or -1 */
+    int32_t       tool_open_id;          /* a tool call's markup opens ...*/
+    int32_t       tool_close_id;         /* ... and closes (-1: at the end) */
+    int           tools_only;            /* after the reasoning every token
+                                          * is a tool call's (forced calls) */
+    int           in_reasoning;          /* the output starts in the think
+                                          * block (the prompt opened it) */
+} llm_reasoning_config;
+
+/* One category's tokens: how many, the first and last one's step time,
+ * and whether a step gave it more than one token (then its mean ITL and
+ * tokens/s have no per-token meaning: vLLM leaves them null). */
+typedef struct {
+    int           tokens;
+    double        first, last;
+    int           batched;
+} llm_token_phase;
+
+typedef struct {
+    llm_token_phase  reasoning, content;
+    int              unclassified;
+} llm_token_phases;
+
+typedef struct llm_reasoning_parser  llm_reasoning_parser;
+
+/* fn gets each piece of text: reasoning (1) or content (0). */
+typedef void (*llm_reasoning_text_fn)(int reasoning, const char *text,
+    size_t len, void *data);
+
+llm_reasoning_parser *llm_reasoning_parser_new(const llm_reasoning_config *c);
+void llm_reasoning_parser_free(llm_reasoning_parser *p);
+/* More text of the sequence; what may be the start of a marker is held
+ * back until the next piece or llm_reasoning_parser_finish(). */
+void llm_reasoning_parser_text(llm_reasoning_parser *p, const char *text,
+    size_t len, llm_reasoning_text_fn fn, void *data);
+void llm_reasoning_parser_finish(llm_reasoning_parser *p,
+    llm_reasoning_text_fn fn, void *data);
+/* More ids, each with its step's time (llm_output.token_times); stop: the
+ * last of them is the token that stopped the sequence (EOS or a stop token
+ * id). */
+void llm_reasoning_parser_tokens(llm_reasoning_parser *p, const int32_t *ids,
+    const double *times, int n, int stop);
+const llm_token_phases *llm_reasoning_parser_phases(
+    const llm_reasoning_parser *p);
+/* Whether the output is still inside the think block. */
+int llm_reasoning_parser_in_reasoning(const llm_reasoning_parser *p);
+
+/* A category's metrics (engine/metrics.c): time_to_first_token_ms from
+ * `scheduled`, generation_time_ms between its first and last step,
+ * mean_itl_ms = generation / (tokens - 1) and tokens_per_second its
+ * reciprocal (tokens > 1, a positive interval, one token a step); all
+ * unset for no tokens.  has_queue is never set. */
+void llm_token_phase_metrics(const llm_token_phase *ph, double scheduled,
+    llm_metrics *m);
 
 
 /* Small primitives the module and the engine share. */
@@ -530,7 +615,7 @@ double llm_now(void);                    /* CLOCK_MONOTONIC seconds */
  * Neither end blocks: sockets are non-blocking, what cannot be written
  * yet is buffered.
  */
-#define LLM_WIRE_VERSION 1
+#define LLM_WIRE_VERSION 2
 
 typedef struct llm_server  llm_server;
 typedef struct llm_client  llm_client;

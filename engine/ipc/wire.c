@@ -534,6 +534,8 @@ llm_wire_put_output(llm_wbuf *b, size_t frame, const llm_output *o)
     llm_wbuf_array(b, frame, &o->stats, 1, sizeof(o->stats));
     llm_wbuf_array(b, frame, o->text, (uint32_t) o->text_len, 1);
     llm_wbuf_array(b, frame, o->ids, (uint32_t) o->n_ids, sizeof(int32_t));
+    llm_wbuf_array(b, frame, o->token_times, (uint32_t) o->n_ids,
+                   sizeof(double));
     llm_wbuf_array(b, frame, o->logprobs, o->logprobs ? (uint32_t) o->n_ids : 0,
                    sizeof(llm_token_logprob));
     llm_wbuf_u32(b, o->logprobs != NULL);
@@ -571,6 +573,10 @@ llm_wire_get_output(llm_wread *r, llm_output *o)
     }
     o->ids = llm_wread_array(r, &n, sizeof(int32_t));
     o->n_ids = (int) n;
+    o->token_times = llm_wread_array(r, &m, sizeof(double));
+    if (m != n) {
+        return -1;
+    }
     o->logprobs = llm_wread_array(r, &m, sizeof(llm_token_logprob));
     if (!llm_wread_u32(r)) {
         o->logprobs = NULL;

