@@ -26,16 +26,16 @@ static ngx_int_t ngx_http_llm_deliver_body(ngx_http_request_t *r,
 ngx_int_t
 ngx_http_llm_generate(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 {
-    ngx_int_t                  rc;
-    ngx_http_llm_job_t        *job;
-    ngx_http_llm_main_conf_t  *lmcf;
+    ngx_int_t                 rc;
+    ngx_http_llm_job_t       *job;
+    ngx_http_llm_loc_conf_t  *llcf;
 
     job = ctx->job;
-    lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_module);
+    llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
 
     /* output_token_metrics implies the times (vLLM); only chat and
      * responses have a reasoning parser */
-    if (lmcf->output_token_metrics && job->reasoning) {
+    if (llcf->output_token_metrics && job->reasoning) {
         ctx->phase_metrics = 1;
         ctx->timing = 1;
         ctx->metrics = 1;

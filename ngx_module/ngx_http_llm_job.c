@@ -87,7 +87,7 @@ ngx_http_llm_job_create(ngx_http_request_t *r,
     job->max_model_len = w->max_model_len;
     job->force_include_usage = llcf->force_include_usage;
     job->tool_parser_conf = lmcf->tool_parser;
-    job->reasoning_conf = lmcf->reasoning_parser;
+    job->reasoning_conf = llcf->reasoning_parser;
     llm_sampling_params_init(&job->sp, w->model);
 
     /* previous_response_id finds only the owner's responses */

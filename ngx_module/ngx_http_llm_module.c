@@ -167,17 +167,17 @@ static ngx_command_t  ngx_http_llm_commands[] = {
       NULL },
 
     { ngx_string("llm_reasoning_parser"),
-      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_http_llm_reasoning_parser,
-      NGX_HTTP_MAIN_CONF_OFFSET,
+      NGX_HTTP_LOC_CONF_OFFSET,
       0,
       NULL },
 
     { ngx_string("llm_per_request_output_token_metrics"),
-      NGX_HTTP_MAIN_CONF|NGX_CONF_FLAG,
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
       ngx_conf_set_flag_slot,
-      NGX_HTTP_MAIN_CONF_OFFSET,
-      offsetof(ngx_http_llm_main_conf_t, output_token_metrics),
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_llm_loc_conf_t, output_token_metrics),
       NULL },
 
     { ngx_string("llm_per_request_metrics"),
@@ -308,8 +308,6 @@ ngx_http_llm_create_main_conf(ngx_conf_t *cf)
     lmcf->store_entries = NGX_CONF_UNSET;
     lmcf->store_size = NGX_CONF_UNSET_SIZE;
     lmcf->tool_parser = NGX_CONF_UNSET_UINT;
-    lmcf->reasoning_parser = NGX_CONF_UNSET_UINT;
-    lmcf->output_token_metrics = NGX_CONF_UNSET;
 
     return lmcf;
 }
@@ -333,31 +331,6 @@ ngx_http_llm_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_value(lmcf->store_entries, 1024);
     ngx_conf_init_size_value(lmcf->store_size, 64 * 1024 * 1024);
     ngx_conf_init_uint_value(lmcf->tool_parser, LLM_TOOL_PARSER_NONE);
-    ngx_conf_init_uint_value(lmcf->reasoning_parser,
-                             LLM_REASONING_PARSER_NONE);
-    ngx_conf_init_value(lmcf->output_token_metrics, 0);
-
-    /* vLLM refuses --enable-per-request-output-token-metrics without a
-     * reasoning parser to classify the tokens, and with
-     * --disable-log-stats, whose timestamps it needs */
-
-    if (lmcf->output_token_metrics
-        && lmcf->reasoning_parser == LLM_REASONING_PARSER_NONE)
-    {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"llm_per_request_output_token_metrics on\" "
-                           "requires \"llm_reasoning_parser\": the tokens "
-                           "are told apart by the reasoning parser");
-        return NGX_CONF_ERROR;
-    }
-
-    if (lmcf->output_token_metrics && !lmcf->log_stats) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"llm_per_request_output_token_metrics on\" "
-                           "requires \"llm_log_stats on\": the metrics come "
-                           "from the timestamps that llm_log_stats enables");
-        return NGX_CONF_ERROR;
-    }
 
     if (lmcf->device.len == 0) {
         ngx_str_set(&lmcf->device, "auto");
@@ -415,6 +388,8 @@ ngx_http_llm_create_loc_conf(ngx_conf_t *cf)
     conf->per_request_metrics = NGX_CONF_UNSET;
     conf->force_include_usage = NGX_CONF_UNSET;
     conf->spec_decode_metrics = NGX_CONF_UNSET_UINT;
+    conf->reasoning_parser = NGX_CONF_UNSET_UINT;
+    conf->output_token_metrics = NGX_CONF_UNSET;
     conf->responses_owner = NGX_CONF_UNSET_PTR;
     conf->max_unsent = NGX_CONF_UNSET_SIZE;
 
@@ -437,6 +412,10 @@ ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_uint_value(conf->spec_decode_metrics,
                               prev->spec_decode_metrics,
                               NGX_HTTP_LLM_SPEC_METRICS_NONE);
+    ngx_conf_merge_uint_value(conf->reasoning_parser, prev->reasoning_parser,
+                              LLM_REASONING_PARSER_NONE);
+    ngx_conf_merge_value(conf->output_token_metrics,
+                         prev->output_token_metrics, 0);
     ngx_conf_merge_ptr_value(conf->responses_owner, prev->responses_owner,
                              NULL);
     ngx_conf_merge_size_value(conf->max_unsent, prev->max_unsent,
@@ -451,6 +430,28 @@ ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
                            "\"llm_per_request_metrics on\" requires "
                            "\"llm_log_stats on\": the metrics come from "
                            "the timestamps that llm_log_stats enables");
+        return NGX_CONF_ERROR;
+    }
+
+    /* vLLM refuses --enable-per-request-output-token-metrics without a
+     * reasoning parser to classify the tokens, and with
+     * --disable-log-stats, whose timestamps it needs */
+
+    if (conf->output_token_metrics
+        && conf->reasoning_parser == LLM_REASONING_PARSER_NONE)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"llm_per_request_output_token_metrics on\" "
+                           "requires \"llm_reasoning_parser\": the tokens "
+                           "are told apart by the reasoning parser");
+        return NGX_CONF_ERROR;
+    }
+
+    if (conf->output_token_metrics && !lmcf->log_stats) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"llm_per_request_output_token_metrics on\" "
+                           "requires \"llm_log_stats on\": the metrics come "
+                           "from the timestamps that llm_log_stats enables");
         return NGX_CONF_ERROR;
     }
 
@@ -924,23 +925,30 @@ ngx_http_llm_tool_call_parser(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
 
 /*
- * llm_reasoning_parser qwen3 | deepseek_r1: vLLM's --reasoning-parser, the
- * <think>...</think> family (ngx_http_llm_reasoning.c).
+ * llm_reasoning_parser qwen3 | deepseek_r1 | none: vLLM's
+ * --reasoning-parser, the <think>...</think> family
+ * (ngx_http_llm_reasoning.c); per location, as the split is the module's
+ * alone (the engine generates the same tokens either way).
  */
 
 static char *
 ngx_http_llm_reasoning_parser(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
-    ngx_http_llm_main_conf_t *lmcf = conf;
+    ngx_http_llm_loc_conf_t *llcf = conf;
 
     int         kind;
     ngx_str_t  *value;
 
-    if (lmcf->reasoning_parser != NGX_CONF_UNSET_UINT) {
+    if (llcf->reasoning_parser != NGX_CONF_UNSET_UINT) {
         return "is duplicate";
     }
 
     value = cf->args->elts;
+
+    if (value[1].len == 4 && ngx_strncmp(value[1].data, "none", 4) == 0) {
+        llcf->reasoning_parser = LLM_REASONING_PARSER_NONE;
+        return NGX_CONF_OK;
+    }
 
     kind = llm_reasoning_parser_kind_from_name((char *) value[1].data,
                                                value[1].len);
@@ -948,11 +956,11 @@ ngx_http_llm_reasoning_parser(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     if (kind < 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "\"llm_reasoning_parser\": unknown parser \"%V\", "
-                           "use qwen3 or deepseek_r1", &value[1]);
+                           "use qwen3, deepseek_r1 or none", &value[1]);
         return NGX_CONF_ERROR;
     }
 
-    lmcf->reasoning_parser = kind;
+    llcf->reasoning_parser = kind;
 
     return NGX_CONF_OK;
 }

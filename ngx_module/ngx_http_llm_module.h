@@ -184,8 +184,6 @@ typedef struct {
     ngx_thread_pool_t          *thread_pool;
     ngx_uint_t                  tool_parser;   /* llm_tool_parser_kind, or
                                                   NGX_HTTP_LLM_TOOL_PARSER_AUTO */
-    ngx_uint_t                  reasoning_parser;  /* llm_reasoning_parser_kind */
-    ngx_flag_t                  output_token_metrics;
 
     unsigned                    used:1;        /* a handler uses the engine */
     unsigned                    api:1;         /* an llm_api location */
@@ -196,6 +194,8 @@ typedef struct {
     ngx_flag_t                  per_request_metrics;
     ngx_flag_t                  force_include_usage;
     ngx_uint_t                  spec_decode_metrics;
+    ngx_uint_t                  reasoning_parser;  /* llm_reasoning_parser_kind */
+    ngx_flag_t                  output_token_metrics;
     ngx_http_complex_value_t   *responses_owner;   /* NULL: none */
     size_t                      max_unsent;    /* llm_max_unsent_bytes */
     ngx_uint_t                  handler;       /* NGX_HTTP_LLM_HANDLER_* */

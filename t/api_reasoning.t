@@ -60,6 +60,11 @@ sub req {
 
 my $LOC = <<'LOC';
         location /v1/ { llm_api; }
+        location /raw/v1/ {
+            llm_api;
+            llm_reasoning_parser none;
+            llm_per_request_output_token_metrics off;
+        }
         location = /health { llm_health; }
         location = /metrics { llm_prometheus; }
 LOC
@@ -256,6 +261,15 @@ is($r->{json}{choices}[0]{message}{content}, "$R</think>$A",
 is($r->{json}{metrics}{output_token_metrics}{content}{token_count},
    scalar @$ids, 'enable_thinking false: ... and counts as content');
 
+# a location without the parser: the model's text as it is
+$r = $t->post("/raw$chat", req($ids));
+is($r->{json}{choices}[0]{message}{content}, "$R</think>$A",
+   'llm_reasoning_parser none: the text with its markup, as content');
+is($r->{json}{choices}[0]{message}{reasoning}, undef,
+   'llm_reasoning_parser none: reasoning null');
+ok(!exists $r->{json}{usage}{completion_tokens_details},
+   'llm_reasoning_parser none: no completion_tokens_details');
+
 # --- Responses ----------------------------------------------------------------
 
 $r = $t->post('/v1/responses', { input => 'What is 2 + 2?', temperature => 0,
@@ -332,7 +346,7 @@ is(log_fields($cut)->{content_ttft}, '-', 'log: no answer token: "-"');
 my ($sum_p, $sum_c) = (0, 0);
 for my $l (@{ $t->access_log }) {
     my $f = log_fields($l);
-    next unless $l =~ m{^/v1/(chat/completions|responses) 200 };
+    next unless $l =~ m{^(/raw)?/v1/(chat/completions|responses) 200 };
     $sum_p += $f->{prompt};
     $sum_c += $f->{completion};
 }
@@ -519,8 +533,13 @@ like($txt, qr/\[emerg\].*"llm_per_request_output_token_metrics on" requires "llm
     . "    llm_per_request_output_token_metrics on;\n    llm_log_stats off;");
 isnt($st, 0, 'nginx -t: output token metrics with llm_log_stats off');
 like($txt, qr/\[emerg\].*requires "llm_log_stats on"/, 'nginx -t: ... says why');
+($st, $txt) = $t->test_config(http => "llm_reasoning_parser qwen3;\n"
+    . "    llm_per_request_output_token_metrics on;",
+    locations => "        location / { llm_api; llm_reasoning_parser none; }");
+like($txt, qr/\[emerg\].*requires "llm_reasoning_parser"/,
+     'nginx -t: a location that turns the parser off but not its metrics');
 ($st, $txt) = $t->test_config(http => 'llm_reasoning_parser granite;');
-like($txt, qr/\[emerg\].*unknown parser "granite", use qwen3 or deepseek_r1/,
+like($txt, qr/\[emerg\].*unknown parser "granite", use qwen3, deepseek_r1 or none/,
      'nginx -t: an unknown parser');
 ($st, $txt) = $t->test_config(http => "llm_reasoning_parser qwen3;\n"
                                       . "    llm_reasoning_parser qwen3;");
