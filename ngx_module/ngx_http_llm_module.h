@@ -685,6 +685,9 @@ typedef struct {
 
 extern const ngx_http_llm_metric_t  ngx_http_llm_metrics[];
 
+ngx_uint_t ngx_http_llm_metrics_fields(ngx_http_llm_json_t *j,
+    const llm_metrics *m, ngx_uint_t drop_nulls, ngx_uint_t queue,
+    ngx_uint_t first);
 ngx_int_t ngx_http_llm_metrics_json(ngx_http_llm_json_t *j,
     ngx_http_llm_ctx_t *ctx, ngx_uint_t drop_nulls);
 void ngx_http_llm_metrics_body(ngx_http_llm_json_t *j,

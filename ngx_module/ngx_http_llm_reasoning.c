@@ -409,43 +409,15 @@ static void
 ngx_http_llm_reasoning_phase_json(ngx_http_llm_json_t *j,
     const llm_token_phase *ph, double scheduled, ngx_uint_t drop_nulls)
 {
-    int                           has;
-    ngx_uint_t                    i;
-    llm_metrics                   m;
-    const ngx_http_llm_metric_t  *f;
+    llm_metrics  m;
 
     llm_token_phase_metrics(ph, scheduled, &m);
 
-    ngx_http_llm_json_lit(j, "{\"token_count\":");
-    ngx_http_llm_json_int(j, ph->tokens);
-
     /* the per-request metrics' keys and formulas but the queue's */
 
-    for (i = 0; i < NGX_HTTP_LLM_METRIC_N; i++) {
-        f = &ngx_http_llm_metrics[i];
-
-        if (f->has == offsetof(llm_metrics, has_queue)) {
-            continue;
-        }
-
-        has = *(int *) ((u_char *) &m + f->has);
-
-        if (!has && drop_nulls) {
-            continue;
-        }
-
-        ngx_http_llm_json_lit(j, ",");
-        ngx_http_llm_json_raw(j, f->key.data, f->key.len);
-
-        if (has) {
-            ngx_http_llm_json_double(j, *(double *) ((u_char *) &m
-                                                      + f->value));
-
-        } else {
-            ngx_http_llm_json_lit(j, "null");
-        }
-    }
-
+    ngx_http_llm_json_lit(j, "{\"token_count\":");
+    ngx_http_llm_json_int(j, ph->tokens);
+    (void) ngx_http_llm_metrics_fields(j, &m, drop_nulls, 0, 0);
     ngx_http_llm_json_lit(j, "}");
 }
 

@@ -28,6 +28,7 @@ static void ngx_http_llm_responses_reasoning_part(ngx_http_llm_json_t *j,
     ngx_http_llm_ctx_t *ctx, ngx_uint_t done);
 static void ngx_http_llm_responses_reasoning_ids(ngx_http_llm_json_t *j,
     ngx_http_llm_ctx_t *ctx);
+static ngx_int_t ngx_http_llm_responses_reasoning_id(ngx_http_llm_ctx_t *ctx);
 
 
 ngx_int_t
@@ -69,11 +70,7 @@ static ngx_int_t
 ngx_http_llm_responses_reasoning_open(ngx_http_llm_json_t *j,
     ngx_http_llm_ctx_t *ctx)
 {
-    if (ctx->reasoning_id.len == 0
-        && ngx_http_llm_random_id(ctx->request->pool, &ctx->reasoning_id,
-                                  "rs_")
-           != NGX_OK)
-    {
+    if (ngx_http_llm_responses_reasoning_id(ctx) != NGX_OK) {
         return NGX_ERROR;
     }
 
@@ -140,11 +137,7 @@ ngx_http_llm_responses_reasoning_output(ngx_http_llm_json_t *j,
         return 0;
     }
 
-    if (ctx->reasoning_id.len == 0
-        && ngx_http_llm_random_id(ctx->request->pool, &ctx->reasoning_id,
-                                  "rs_")
-           != NGX_OK)
-    {
+    if (ngx_http_llm_responses_reasoning_id(ctx) != NGX_OK) {
         j->failed = 1;
         return 0;
     }
@@ -209,4 +202,18 @@ ngx_http_llm_responses_reasoning_ids(ngx_http_llm_json_t *j,
     ngx_http_llm_json_lit(j, ",\"item_id\":");
     ngx_http_llm_json_str(j, ctx->reasoning_id.data, ctx->reasoning_id.len);
     ngx_http_llm_json_lit(j, ",\"output_index\":0");
+}
+
+
+/* the item's "rs_..." id, made once */
+
+static ngx_int_t
+ngx_http_llm_responses_reasoning_id(ngx_http_llm_ctx_t *ctx)
+{
+    if (ctx->reasoning_id.len) {
+        return NGX_OK;
+    }
+
+    return ngx_http_llm_random_id(ctx->request->pool, &ctx->reasoning_id,
+                                  "rs_");
 }

@@ -56,10 +56,8 @@ ngx_int_t
 ngx_http_llm_metrics_json(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
     ngx_uint_t drop_nulls)
 {
-    int                           has;
-    ngx_uint_t                    i, first;
-    llm_metrics                   m;
-    const ngx_http_llm_metric_t  *f;
+    ngx_uint_t   first;
+    llm_metrics  m;
 
     if (ctx->timing) {
         llm_metrics_compute(&ctx->stats, &m);
@@ -70,32 +68,7 @@ ngx_http_llm_metrics_json(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
 
     ngx_http_llm_json_lit(j, "{");
 
-    first = 1;
-
-    for (i = 0; i < NGX_HTTP_LLM_METRIC_N; i++) {
-        f = &ngx_http_llm_metrics[i];
-        has = *(int *) ((u_char *) &m + f->has);
-
-        if (!has && drop_nulls) {
-            continue;
-        }
-
-        if (!first) {
-            ngx_http_llm_json_lit(j, ",");
-        }
-
-        first = 0;
-
-        ngx_http_llm_json_raw(j, f->key.data, f->key.len);
-
-        if (has) {
-            ngx_http_llm_json_double(j, *(double *) ((u_char *) &m
-                                                      + f->value));
-
-        } else {
-            ngx_http_llm_json_lit(j, "null");
-        }
-    }
+    first = ngx_http_llm_metrics_fields(j, &m, drop_nulls, 1, 1);
 
     if (ctx->spec_metrics != NGX_HTTP_LLM_SPEC_METRICS_NONE) {
         if (!first) {
@@ -118,6 +91,53 @@ ngx_http_llm_metrics_json(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
     ngx_http_llm_json_lit(j, "}");
 
     return j->failed ? NGX_ERROR : NGX_OK;
+}
+
+
+/*
+ * The fields of m in vLLM's order, "," before each unless first;
+ * queue: with queue_time_ms (output_token_metrics' categories have none).
+ * Returns whether it is still first (nothing written).
+ */
+
+ngx_uint_t
+ngx_http_llm_metrics_fields(ngx_http_llm_json_t *j, const llm_metrics *m,
+    ngx_uint_t drop_nulls, ngx_uint_t queue, ngx_uint_t first)
+{
+    int                           has;
+    ngx_uint_t                    i;
+    const ngx_http_llm_metric_t  *f;
+
+    for (i = 0; i < NGX_HTTP_LLM_METRIC_N; i++) {
+        if (!queue && i == NGX_HTTP_LLM_METRIC_QUEUE) {
+            continue;
+        }
+
+        f = &ngx_http_llm_metrics[i];
+        has = *(int *) ((u_char *) m + f->has);
+
+        if (!has && drop_nulls) {
+            continue;
+        }
+
+        if (!first) {
+            ngx_http_llm_json_lit(j, ",");
+        }
+
+        first = 0;
+
+        ngx_http_llm_json_raw(j, f->key.data, f->key.len);
+
+        if (has) {
+            ngx_http_llm_json_double(j, *(double *) ((u_char *) m
+                                                      + f->value));
+
+        } else {
+            ngx_http_llm_json_lit(j, "null");
+        }
+    }
+
+    return first;
 }
 
 

@@ -69,8 +69,8 @@ sub sse_data {
 
 # a Responses stream: every event, its "event:" line its data's type
 sub responses_stream {
-    my ($name, $req) = @_;
-    my $r = $t->stream('/v1/responses', { %$req, stream => \1 });
+    my ($name, $req, $server) = @_;
+    my $r = ($server // $t)->stream('/v1/responses', { %$req, stream => \1 });
     is($r->{status}, 200, "$name: status");
     my (@types, @data, $last);
     for my $b (split /\n\n/, $r->{content}) {
@@ -367,6 +367,36 @@ doc('broken on purpose: nullable does not admit a string',
     '{"id": "x", "object": "chat.completion.chunk", "created": 1,'
     . ' "model": "m", "choices": [{"index": 0, "delta": {},'
     . ' "logprobs": "x", "finish_reason": null}]}', 0);
+
+# --- a reasoning model (llm_reasoning_parser): message.reasoning,
+#     delta.reasoning, reasoning_tokens, the reasoning item and its events ---
+
+my ($rdir, $rchain) = NginxLLM->script_model_of('qwen3', [198],
+    "Let me think about it.</think> The answer is four");
+my $rt = NginxLLM->new(model => $rdir,
+                       http => "llm_reasoning_parser qwen3;\n"
+                               . "    llm_per_request_output_token_metrics on;");
+$rt->start;
+my %think = (messages => \@msgs, temperature => 0,
+             logit_bias => { $rchain->[0][0] => 100 });
+my $rb = body('chat, reasoning', 'CreateChatCompletionResponse',
+              $rt->post('/v1/chat/completions', \%think));
+is($rb->{json}{choices}[0]{message}{reasoning}, 'Let me think about it.',
+   'chat, reasoning: the reasoning split off');
+sse_data('chat stream, reasoning', 'CreateChatCompletionStreamResponse',
+         '/v1/chat/completions',
+         { %think, stream => \1, stream_options => { include_usage => \1 } },
+         $rt);
+my $rr = body('Responses, reasoning', 'Response',
+              $rt->post('/v1/responses', { input => 'Hi', temperature => 0,
+                  logit_bias => { $rchain->[0][0] => 100 } }));
+is($rr->{json}{output}[0]{type}, 'reasoning', 'Responses: a reasoning item');
+my $rs = responses_stream('Responses stream, reasoning',
+                          { input => 'Hi', temperature => 0,
+                            logit_bias => { $rchain->[0][0] => 100 } }, $rt);
+ok(grep({ $_ eq 'response.reasoning_text.delta' } @{ $rs->{types} }),
+   'Responses stream: reasoning_text deltas');
+$rt->done;
 
 # --- validate ---
 

@@ -523,31 +523,36 @@ is("$f->{reasoning} $f->{content} $f->{content_ttft}",
 $t->done;
 
 # --- nginx -t ----------------------------------------------------------------
+# (not under AddressSanitizer, t/api_asan.t: nginx -t runs without the
+# ASan runtime the module needs there)
 
-$t = NginxLLM->new(model => $mdir);
-my ($st, $txt) = $t->test_config(http => 'llm_per_request_output_token_metrics on;');
-isnt($st, 0, 'nginx -t: output token metrics without a reasoning parser');
-like($txt, qr/\[emerg\].*"llm_per_request_output_token_metrics on" requires "llm_reasoning_parser"/,
-     'nginx -t: ... says why');
-($st, $txt) = $t->test_config(http => "llm_reasoning_parser qwen3;\n"
-    . "    llm_per_request_output_token_metrics on;\n    llm_log_stats off;");
-isnt($st, 0, 'nginx -t: output token metrics with llm_log_stats off');
-like($txt, qr/\[emerg\].*requires "llm_log_stats on"/, 'nginx -t: ... says why');
-($st, $txt) = $t->test_config(http => "llm_reasoning_parser qwen3;\n"
-    . "    llm_per_request_output_token_metrics on;",
-    locations => "        location / { llm_api; llm_reasoning_parser none; }");
-like($txt, qr/\[emerg\].*requires "llm_reasoning_parser"/,
-     'nginx -t: a location that turns the parser off but not its metrics');
-($st, $txt) = $t->test_config(http => 'llm_reasoning_parser granite;');
-like($txt, qr/\[emerg\].*unknown parser "granite", use qwen3, deepseek_r1 or none/,
-     'nginx -t: an unknown parser');
-($st, $txt) = $t->test_config(http => "llm_reasoning_parser qwen3;\n"
-                                      . "    llm_reasoning_parser qwen3;");
-like($txt, qr/\[emerg\].*"llm_reasoning_parser" directive is duplicate/,
-     'nginx -t: twice');
-($st, $txt) = $t->test_config(http => "llm_reasoning_parser deepseek_r1;\n"
-    . "    llm_per_request_output_token_metrics on;");
-is($st, 0, 'nginx -t: a parser and its metrics') or diag($txt);
+unless (NginxLLM::asan()) {
+
+    $t = NginxLLM->new(model => $mdir);
+    my ($st, $txt) = $t->test_config(http => 'llm_per_request_output_token_metrics on;');
+    isnt($st, 0, 'nginx -t: output token metrics without a reasoning parser');
+    like($txt, qr/\[emerg\].*"llm_per_request_output_token_metrics on" requires "llm_reasoning_parser"/,
+         'nginx -t: ... says why');
+    ($st, $txt) = $t->test_config(http => "llm_reasoning_parser qwen3;\n"
+        . "    llm_per_request_output_token_metrics on;\n    llm_log_stats off;");
+    isnt($st, 0, 'nginx -t: output token metrics with llm_log_stats off');
+    like($txt, qr/\[emerg\].*requires "llm_log_stats on"/, 'nginx -t: ... says why');
+    ($st, $txt) = $t->test_config(http => "llm_reasoning_parser qwen3;\n"
+        . "    llm_per_request_output_token_metrics on;",
+        locations => "        location / { llm_api; llm_reasoning_parser none; }");
+    like($txt, qr/\[emerg\].*requires "llm_reasoning_parser"/,
+         'nginx -t: a location that turns the parser off but not its metrics');
+    ($st, $txt) = $t->test_config(http => 'llm_reasoning_parser granite;');
+    like($txt, qr/\[emerg\].*unknown parser "granite", use qwen3, deepseek_r1 or none/,
+         'nginx -t: an unknown parser');
+    ($st, $txt) = $t->test_config(http => "llm_reasoning_parser qwen3;\n"
+                                          . "    llm_reasoning_parser qwen3;");
+    like($txt, qr/\[emerg\].*"llm_reasoning_parser" directive is duplicate/,
+         'nginx -t: twice');
+    ($st, $txt) = $t->test_config(http => "llm_reasoning_parser deepseek_r1;\n"
+        . "    llm_per_request_output_token_metrics on;");
+    is($st, 0, 'nginx -t: a parser and its metrics') or diag($txt);
+}
 
 # a tokenizer without think tokens (Llama 3.1's): a clear error, the worker
 # alive
