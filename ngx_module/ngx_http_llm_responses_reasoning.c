@@ -22,6 +22,9 @@ static ngx_int_t ngx_http_llm_responses_reasoning_open(
     ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx);
 static void ngx_http_llm_responses_reasoning_close(ngx_http_llm_json_t *j,
     ngx_http_llm_ctx_t *ctx);
+static void ngx_http_llm_responses_reasoning_event(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx, const char *type, ngx_uint_t item,
+    ngx_uint_t done);
 static void ngx_http_llm_responses_reasoning_item(ngx_http_llm_json_t *j,
     ngx_http_llm_ctx_t *ctx, ngx_uint_t done);
 static void ngx_http_llm_responses_reasoning_part(ngx_http_llm_json_t *j,
@@ -77,18 +80,10 @@ ngx_http_llm_responses_reasoning_open(ngx_http_llm_json_t *j,
     ctx->reasoning_item = 1;
     ctx->reasoning_open = 1;
 
-    ngx_http_llm_responses_event(j, ctx, "response.output_item.added");
-    ngx_http_llm_json_lit(j, "{\"item\":");
-    ngx_http_llm_responses_reasoning_item(j, ctx, 0);
-    ngx_http_llm_json_lit(j, ",\"output_index\":0");
-    ngx_http_llm_responses_event_end(j, ctx, "response.output_item.added");
-
-    ngx_http_llm_responses_event(j, ctx, "response.content_part.added");
-    ngx_http_llm_json_lit(j, "{\"content_index\":0");
-    ngx_http_llm_responses_reasoning_ids(j, ctx);
-    ngx_http_llm_json_lit(j, ",\"part\":");
-    ngx_http_llm_responses_reasoning_part(j, ctx, 0);
-    ngx_http_llm_responses_event_end(j, ctx, "response.content_part.added");
+    ngx_http_llm_responses_reasoning_event(j, ctx,
+                                           "response.output_item.added", 1, 0);
+    ngx_http_llm_responses_reasoning_event(j, ctx,
+                                           "response.content_part.added", 0, 0);
 
     return NGX_OK;
 }
@@ -109,18 +104,36 @@ ngx_http_llm_responses_reasoning_close(ngx_http_llm_json_t *j,
     ngx_http_llm_json_str(j, seq->think.elts, seq->think.nelts);
     ngx_http_llm_responses_event_end(j, ctx, "response.reasoning_text.done");
 
-    ngx_http_llm_responses_event(j, ctx, "response.content_part.done");
-    ngx_http_llm_json_lit(j, "{\"content_index\":0");
-    ngx_http_llm_responses_reasoning_ids(j, ctx);
-    ngx_http_llm_json_lit(j, ",\"part\":");
-    ngx_http_llm_responses_reasoning_part(j, ctx, 1);
-    ngx_http_llm_responses_event_end(j, ctx, "response.content_part.done");
+    ngx_http_llm_responses_reasoning_event(j, ctx,
+                                           "response.content_part.done", 0, 1);
+    ngx_http_llm_responses_reasoning_event(j, ctx,
+                                           "response.output_item.done", 1, 1);
+}
 
-    ngx_http_llm_responses_event(j, ctx, "response.output_item.done");
-    ngx_http_llm_json_lit(j, "{\"item\":");
-    ngx_http_llm_responses_reasoning_item(j, ctx, 1);
-    ngx_http_llm_json_lit(j, ",\"output_index\":0");
-    ngx_http_llm_responses_event_end(j, ctx, "response.output_item.done");
+
+/* the item's event (item: output_item.*) or its part's (content_part.*);
+ * done: with the whole text, else empty */
+
+static void
+ngx_http_llm_responses_reasoning_event(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx, const char *type, ngx_uint_t item,
+    ngx_uint_t done)
+{
+    ngx_http_llm_responses_event(j, ctx, type);
+
+    if (item) {
+        ngx_http_llm_json_lit(j, "{\"item\":");
+        ngx_http_llm_responses_reasoning_item(j, ctx, done);
+        ngx_http_llm_json_lit(j, ",\"output_index\":0");
+
+    } else {
+        ngx_http_llm_json_lit(j, "{\"content_index\":0");
+        ngx_http_llm_responses_reasoning_ids(j, ctx);
+        ngx_http_llm_json_lit(j, ",\"part\":");
+        ngx_http_llm_responses_reasoning_part(j, ctx, done);
+    }
+
+    ngx_http_llm_responses_event_end(j, ctx, type);
 }
 
 
