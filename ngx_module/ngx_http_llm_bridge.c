@@ -5,7 +5,10 @@
  *
  *   init_process   a loader thread loads the model's metadata (tokenizer,
  *                  chat template, generation config; the weights are only
- *                  mapped) so that the worker serves while it loads;
+ *                  mapped) so that the worker serves while it loads -- or,
+ *                  after a reload, the worker has it already: the master
+ *                  loaded it while it read the new configuration
+ *                  (ngx_http_llm_preload()) and the fork gave it a copy;
  *   loaded         ngx_http_llm_engine_find(): the running engine, or one
  *                  this worker starts; connect to its socket (requests
  *                  wait meanwhile, /health answers 503 "loading");
@@ -72,6 +75,77 @@ static ngx_int_t ngx_http_llm_append_array(ngx_pool_t *pool, ngx_array_t *a,
 ngx_http_llm_worker_t         ngx_http_llm_worker;
 static ngx_http_llm_loader_t  ngx_http_llm_loader;
 
+/* the master's copy of the metadata, and the directory it is of */
+static llm_model             *ngx_http_llm_preloaded;
+static char                  *ngx_http_llm_preloaded_dir;
+
+
+/*
+ * On a reload the master loads the model's metadata as it reads the new
+ * configuration (the old workers serve meanwhile), so that the new
+ * workers, forked with a copy, serve at once instead of loading it while
+ * requests wait.  Not at the first start, in nginx -t or nginx -s (the
+ * same code runs there, with ngx_process not yet the master's): the
+ * workers load it then, as before.  Only from regular files, which cannot
+ * hold the master up; a failure is left to the workers, which report it.
+ */
+
+void
+ngx_http_llm_preload(ngx_conf_t *cf, ngx_http_llm_main_conf_t *lmcf)
+{
+    char             *dir, *tok, err[LLM_ERR_LEN];
+    size_t            len;
+    llm_model        *m;
+    ngx_file_info_t   fi;
+
+    if (ngx_process != NGX_PROCESS_MASTER || ngx_test_config
+        || lmcf->model.len == 0)
+    {
+        return;
+    }
+
+    len = lmcf->model.len;
+
+    dir = malloc(len + 1);
+    tok = malloc(len + sizeof("/tokenizer.json"));
+    if (dir == NULL || tok == NULL) {
+        free(dir);
+        free(tok);
+        return;
+    }
+
+    ngx_memcpy(dir, lmcf->model.data, len);
+    dir[len] = '\0';
+    ngx_sprintf((u_char *) tok, "%s/tokenizer.json%Z", dir);
+
+    m = NULL;
+    err[0] = '\0';
+
+    if (ngx_file_info(tok, &fi) == 0 && ngx_is_file(&fi)) {
+        m = llm_model_load(dir, err);
+
+        if (m == NULL) {
+            ngx_conf_log_error(NGX_LOG_NOTICE, cf, 0,
+                               "llm: the master could not load \"%s\" "
+                               "(the workers will try): %s", dir, err);
+        }
+    }
+
+    free(tok);
+
+    if (ngx_http_llm_preloaded) {
+        llm_model_free(ngx_http_llm_preloaded);
+        free(ngx_http_llm_preloaded_dir);
+    }
+
+    ngx_http_llm_preloaded = m;
+    ngx_http_llm_preloaded_dir = m ? dir : NULL;
+
+    if (m == NULL) {
+        free(dir);
+    }
+}
+
 
 ngx_int_t
 ngx_http_llm_engine_start(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf)
@@ -97,6 +171,19 @@ ngx_http_llm_engine_start(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf)
                 sizeof(w->error));
 
     ld->dir = (const char *) lmcf->model.data;
+
+    if (ngx_http_llm_preloaded
+        && ngx_strcmp(ngx_http_llm_preloaded_dir, ld->dir) == 0)
+    {
+        /* the fork's copy of the master's: this process's to free */
+        w->own_model = ngx_http_llm_preloaded;
+        w->model = ngx_http_llm_preloaded;
+        ngx_http_llm_preloaded = NULL;
+        w->loading = 1;
+
+        ngx_http_llm_connect(w);
+        return NGX_OK;
+    }
 
     efd = eventfd(0, EFD_NONBLOCK|EFD_CLOEXEC);
     if (efd == -1) {

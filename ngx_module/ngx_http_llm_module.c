@@ -506,6 +506,8 @@ ngx_http_llm_postconfiguration(ngx_conf_t *cf)
         return NGX_ERROR;
     }
 
+    ngx_http_llm_preload(cf, lmcf);
+
     return ngx_http_llm_inflight_add_zone(cf);
 }
 

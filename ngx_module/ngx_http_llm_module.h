@@ -430,6 +430,7 @@ extern ngx_http_llm_worker_t  ngx_http_llm_worker;
 
 
 /* ngx_http_llm_bridge.c */
+void ngx_http_llm_preload(ngx_conf_t *cf, ngx_http_llm_main_conf_t *lmcf);
 ngx_int_t ngx_http_llm_engine_start(ngx_cycle_t *cycle,
     ngx_http_llm_main_conf_t *lmcf);
 void ngx_http_llm_engine_stop(ngx_cycle_t *cycle);
