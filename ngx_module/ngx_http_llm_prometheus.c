@@ -212,8 +212,9 @@ ngx_http_llm_prometheus_handler(ngx_http_request_t *r)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    /* the whole text is about 25 KB with the spec-decode counters */
-    ngx_http_llm_json_init(&pm.out, r->pool, 32 * 1024);
+    /* the whole text is 28 to 34 KB (the spec-decode counters, 1-2-5
+     * buckets up to a long llm_max_model_len): one buffer, never grown */
+    ngx_http_llm_json_init(&pm.out, r->pool, 40 * 1024);
 
     ngx_http_llm_prom_render(&pm, st, lmcf->spec_tokens);
 
