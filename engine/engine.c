@@ -59,6 +59,7 @@ llm_engine_take_submissions(llm_engine *e, llm_request **taken, int n,
         taken[i]->stats.queued = taken[i]->queued_since > 0
                                  && taken[i]->queued_since < now
                                  ? taken[i]->queued_since : now;
+        llm_request_join_group(taken[i]);
         if (atomic_load(&taken[i]->cancelled)) {
             llm_engine_finish(e, taken[i], LLM_FINISH_ABORT, now);
         } else {
@@ -134,6 +135,7 @@ llm_engine_publish(llm_engine *e)
     e->counters.prefix_cache_hits_total = e->sched.prefix_cache_hits;
     e->counters.num_running = e->sched.running.n;
     e->counters.num_waiting = e->sched.n_waiting;
+    e->counters.num_waiting_deferred = llm_sched_num_deferred(&e->sched);
     e->counters.kv_cache_usage = e->blocks.num_blocks
         ? (double) llm_blocks_used_count(&e->blocks) / e->blocks.num_blocks
         : 0.0;
@@ -296,6 +298,10 @@ llm_engine_create(const llm_engine_config *cfg, char *err)
         goto fail;
     }
     llm_stats_init(&e->counters, e->max_model_len);
+    e->counters.block_size = LLM_BLOCK_SIZE;
+    e->counters.num_blocks = e->backend->num_blocks;
+    e->counters.enable_prefix_caching = cfg->enable_prefix_caching != 0;
+    e->counters.gpu_memory_utilization = bc.gpu_memory_utilization;
     e->stats = e->counters;
     llm_blocks_init(&e->blocks, e->backend->num_blocks,
                     cfg->enable_prefix_caching);

@@ -12,6 +12,9 @@
 #include "util/util.h"
 
 
+static void llm_seq_group_unref(llm_seq_group *g);
+
+
 const char *
 llm_finish_reason_str(llm_finish_reason r)
 {
@@ -249,6 +252,7 @@ llm_request_unref(llm_request *r)
     if (r->share_from) {
         llm_request_unref(r->share_from);
     }
+    llm_seq_group_unref(r->group);
     free(r->stop_ids);
     free(r->bias_ids);
     free(r->allowed_ids);
@@ -286,6 +290,57 @@ llm_request_append_token(llm_request *r, int32_t id)
         r->tokens = llm_xrealloc(r->tokens, sizeof(int32_t) * r->cap_tokens);
     }
     r->tokens[r->n_tokens++] = id;
+}
+
+
+static void
+llm_seq_group_unref(llm_seq_group *g)
+{
+    if (g != NULL && atomic_fetch_sub(&g->refs, 1) == 1) {
+        free(g);
+    }
+}
+
+
+void
+llm_request_join_group(llm_request *r)
+{
+    llm_request    *l = r->share_from;
+    llm_seq_group  *g;
+
+    if (l == NULL) {
+        return;                         /* a leader, or a single sample */
+    }
+    if (l->group == NULL && l->state != LLM_REQ_FINISHED) {
+        g = llm_xcalloc(1, sizeof(*g));
+        atomic_init(&g->refs, 1);
+        g->unfinished = 1;
+        l->group = g;
+    }
+    g = l->group;
+    /* a leader that finished alone was observed alone: so is r */
+    if (g == NULL || g->unfinished == 0) {
+        return;
+    }
+    atomic_fetch_add(&g->refs, 1);
+    g->unfinished++;
+    r->group = g;
+}
+
+
+int
+llm_request_group_finish(llm_request *r)
+{
+    llm_seq_group  *g = r->group;
+    int             n = r->stats.completion_tokens;
+
+    if (g == NULL) {
+        return n;
+    }
+    if (n > g->max_generation) {
+        g->max_generation = n;
+    }
+    return --g->unfinished == 0 ? g->max_generation : -1;
 }
 
 

@@ -38,6 +38,16 @@ typedef struct {
 
 #define LLM_TOK_RING  64
 
+/* The n samples of one prompt (parallel sampling), for
+ * vllm:request_max_num_generation_tokens: vLLM observes the longest of
+ * their generations once, when the last of them finishes.  Joined and
+ * counted on the engine thread; freed by whichever member is freed last. */
+typedef struct {
+    atomic_int          refs;
+    int                 unfinished;
+    int                 max_generation;
+} llm_seq_group;
+
 struct llm_request {
     atomic_int          refs;
     atomic_int          cancelled;
@@ -98,6 +108,7 @@ struct llm_request {
     int32_t             stop_token;
     const char         *stop_string;
     llm_request_stats   stats;
+    llm_seq_group      *group;          /* its prompt's samples, or NULL */
     /* when each of the latest completion tokens came, by index % ring:
      * what a billed cancel takes back (llm_engine_unbill()) */
     double              tok_time[LLM_TOK_RING];
@@ -133,6 +144,13 @@ llm_request *llm_request_new(const llm_model *m, int max_model_len,
     const int32_t *prompt, int n_prompt, const llm_sampling_params *p,
     uint64_t seed, char *err);
 void llm_request_append_token(llm_request *r, int32_t id);
+/* Engine thread, as r is taken: a sample submitted with a leader joins
+ * the leader's group (made then), unless the group already ended. */
+void llm_request_join_group(llm_request *r);
+/* Engine thread, r finished: what its group observes -- the longest
+ * generation of its samples once the last finished, r's own without a
+ * group -- or -1 while others of the group still run. */
+int llm_request_group_finish(llm_request *r);
 void llm_request_unref(llm_request *r);
 
 /* A growing list of requests (the engine's queues, the scheduler's). */

@@ -437,6 +437,19 @@ llm_sched_next_waiting(const llm_scheduler *s)
 }
 
 
+int
+llm_sched_num_deferred(const llm_scheduler *s)
+{
+    const llm_request  *r;
+    int                 n = 0;
+
+    for (r = s->wait_head; r; r = r->next) {
+        n += r->paused;
+    }
+    return n;
+}
+
+
 /* Then waiting requests, first come first served, while the budget,
  * max_num_seqs and the pool allow; each first takes what it can of its
  * leader's blocks (parallel sampling) or of the prefix cache. */

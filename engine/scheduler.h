@@ -64,6 +64,10 @@ int llm_sched_schedule(llm_scheduler *s, llm_batch_buf *bb, double now);
  * NULL. */
 llm_request *llm_sched_next_waiting(const llm_scheduler *s);
 
+/* The waiting requests admission passes over whatever the capacity: the
+ * paused ones (vLLM's "deferred"; the others wait for capacity). */
+int llm_sched_num_deferred(const llm_scheduler *s);
+
 /* Publishes the request's newly computed full blocks to the prefix cache. */
 void llm_sched_register_blocks(llm_scheduler *s, llm_request *r);
 

@@ -78,6 +78,8 @@ llm_stats_init(llm_engine_stats *s, int max_model_len)
     llm_hist_init_125(&s->hist[LLM_H_PARAMS_MAX_TOKENS], max_model_len);
     llm_hist_init(&s->hist[LLM_H_ITERATION_TOKENS], llm_iteration_le,
                   N(llm_iteration_le));
+    llm_hist_init_125(&s->hist[LLM_H_PREFILL_KV_COMPUTED], max_model_len);
+    llm_hist_init_125(&s->hist[LLM_H_MAX_GENERATION_TOKENS], max_model_len);
 #undef N
 }
 
@@ -138,6 +140,10 @@ llm_stats_observe_finished(llm_engine_stats *s, const llm_request_stats *st,
         llm_hist_observe(&s->hist[LLM_H_INFERENCE], l - sc);
     }
     llm_hist_observe(&s->hist[LLM_H_PROMPT_TOKENS], st->prompt_tokens);
+    /* the prompt tokens the request computed itself: vLLM's
+     * num_prompt_tokens - num_cached_tokens */
+    llm_hist_observe(&s->hist[LLM_H_PREFILL_KV_COMPUTED],
+                     st->prompt_tokens - st->cached_tokens);
     llm_hist_observe(&s->hist[LLM_H_GENERATION_TOKENS], n);
     if (p->seq_index == 0) {
         llm_hist_observe(&s->hist[LLM_H_PARAMS_N], p->n > 0 ? p->n : 1);

@@ -186,6 +186,8 @@ llm_engine_unbill(llm_engine *e, llm_request *r)
     r->stats.completion_tokens = limit;
     if (limit == 0) {
         e->counters.prompt_tokens_total -= (uint64_t) r->n_prompt;
+        e->counters.prompt_tokens_cached_total -=
+            (uint64_t) r->stats.cached_tokens;
         r->stats.first_token = 0;
         r->stats.last_token = 0;
     }
@@ -216,6 +218,8 @@ llm_engine_accept_token(llm_engine *e, llm_request *r, int32_t id,
     if (r->stats.first_token == 0) {
         r->stats.first_token = now;
         e->counters.prompt_tokens_total += (uint64_t) r->n_prompt;
+        e->counters.prompt_tokens_cached_total +=
+            (uint64_t) r->stats.cached_tokens;
         llm_hist_observe(&e->counters.hist[LLM_H_TTFT],
                          now - r->stats.arrival);
     } else if (now > r->stats.last_token) {
@@ -277,6 +281,7 @@ llm_engine_finish(llm_engine *e, llm_request *r, llm_finish_reason why,
 {
     const char  *piece;
     size_t       len;
+    int          longest;
 
     if (r->state == LLM_REQ_FINISHED) {
         return;
@@ -295,6 +300,12 @@ llm_engine_finish(llm_engine *e, llm_request *r, llm_finish_reason why,
     r->finish = why;
     r->stats.finished = now;
     llm_stats_observe_finished(&e->counters, &r->stats, &r->params, why);
+    /* once per prompt, however many samples (n) it has, as in vLLM */
+    longest = llm_request_group_finish(r);
+    if (longest >= 0) {
+        llm_hist_observe(&e->counters.hist[LLM_H_MAX_GENERATION_TOKENS],
+                         longest);
+    }
     llm_sched_remove(&e->sched, r);
     llm_mark_changed(e, r);
 }

@@ -1138,7 +1138,9 @@ ngx_http_llm_append(ngx_http_llm_seq_t *seq, const llm_output *out)
             seq->stop_string.len = size;
         }
 
-        if (ctx->spec_metrics == NGX_HTTP_LLM_SPEC_METRICS_DETAILED
+        /* detailed shows them; summary counts its histogram by draft
+         * length from them */
+        if (ctx->spec_metrics != NGX_HTTP_LLM_SPEC_METRICS_NONE
             && out->n_spec_step > 0 && ctx->n_seqs == 1)
         {
             size = out->n_spec_step;

@@ -533,6 +533,7 @@ ngx_http_llm_engine_process(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf,
     llm_server                *s;
     llm_engine                *e;
     llm_engine_config          cfg;
+    llm_engine_stats           st;
     ngx_http_llm_engine_sh_t  *sh;
 
     ngx_pid = ngx_getpid();
@@ -612,13 +613,17 @@ ngx_http_llm_engine_process(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf,
 
     ngx_shmtx_unlock(ngx_http_llm_engine_mutex());
 
-    /* which device llm_device chose, and why */
+    /* which device llm_device chose, and why; the KV cache it got (the
+     * num_gpu_blocks of vllm:cache_config_info) */
+    llm_engine_stats_get(e, &st);
+
     ngx_time_update();
     ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
                   "llm: engine ready on %s (%s), max_model_len %d, "
-                  "in the engine process %P",
+                  "KV cache %d blocks of %d tokens, in the engine process %P",
                   llm_engine_device(e), llm_engine_device_reason(e),
-                  llm_engine_max_model_len(e), ngx_pid);
+                  llm_engine_max_model_len(e), st.num_blocks, st.block_size,
+                  ngx_pid);
 
     llm_server_on_stats(s, NGX_HTTP_LLM_STATS_INTERVAL,
                         ngx_http_llm_engine_publish, sh);

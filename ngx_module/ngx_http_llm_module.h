@@ -348,7 +348,7 @@ struct ngx_http_llm_ctx_s {
     ngx_http_llm_resp_items_t  *items;            /* responses stream with
                                                      a tool parser */
 
-    /* speculative decoding, detailed: per verify step, one sequence only */
+    /* speculative decoding: per verify step, one sequence only */
     u_char                     *spec_accepted;
     u_char                     *spec_drafted;
     ngx_uint_t                  n_spec_step;

@@ -7,8 +7,9 @@
  * The engine keeps the numbers; this file only formats them the way
  * vLLM's Python client does, so that existing dashboards and alerts work
  * unchanged: vLLM's names, HELP texts and types; counters with "_total";
- * labels engine and model_name (plus finished_reason or position), sorted
- * by name; values and bucket bounds printed as Python floats ("1.0",
+ * labels engine and model_name (plus finished_reason, reason, source or
+ * position; vllm:cache_config_info has the cache's settings), sorted by
+ * name; values and bucket bounds printed as Python floats ("1.0",
  * "0.001", "+Inf", "1e+06" from 10^6 up, as prometheus_client's
  * floatToGoString); histograms as cumulative buckets, _sum and _count.
  *
@@ -58,8 +59,18 @@ static ngx_int_t ngx_http_llm_prom_labels(ngx_http_request_t *r,
     ngx_http_llm_prom_t *pm);
 static void ngx_http_llm_prom_render(ngx_http_llm_prom_t *pm,
     const llm_engine_stats *st, ngx_uint_t spec_tokens);
+static void ngx_http_llm_prom_waiting(ngx_http_llm_prom_t *pm,
+    const llm_engine_stats *st);
+static void ngx_http_llm_prom_prompt_sources(ngx_http_llm_prom_t *pm,
+    const llm_engine_stats *st);
+static void ngx_http_llm_prom_spec(ngx_http_llm_prom_t *pm,
+    const llm_engine_stats *st, ngx_uint_t spec_tokens);
+static void ngx_http_llm_prom_cache_config(ngx_http_llm_prom_t *pm,
+    const llm_engine_stats *st);
 static void ngx_http_llm_prom_counters(ngx_http_llm_prom_t *pm,
     const ngx_http_llm_prom_counter_t *pc, const llm_engine_stats *st);
+static void ngx_http_llm_prom_labelled(ngx_http_llm_prom_t *pm,
+    const char *name, const char *label, const char *value, double v);
 static void ngx_http_llm_prom_family(ngx_http_llm_prom_t *pm,
     const char *name, const char *help, const char *type);
 static void ngx_http_llm_prom_sample(ngx_http_llm_prom_t *pm,
@@ -84,6 +95,13 @@ static ngx_http_llm_prom_counter_t  ngx_http_llm_prom_engine_counters[] = {
     { "vllm:prompt_tokens_total",
       "Number of prefill tokens processed.",
       offsetof(llm_engine_stats, prompt_tokens_total) },
+    { NULL, NULL, 0 }
+};
+
+
+/* after the prompt tokens by source (ngx_http_llm_prom_prompt_sources) */
+
+static ngx_http_llm_prom_counter_t  ngx_http_llm_prom_token_counters[] = {
     { "vllm:generation_tokens_total",
       "Number of generation tokens processed.",
       offsetof(llm_engine_stats, generation_tokens_total) },
@@ -115,6 +133,9 @@ static ngx_http_llm_prom_hist_t  ngx_http_llm_prom_hists[] = {
     { "vllm:iteration_tokens_total",
       "Histogram of number of tokens per engine_step.",
       LLM_H_ITERATION_TOKENS },
+    { "vllm:request_max_num_generation_tokens",
+      "Histogram of maximum number of requested generation tokens.",
+      LLM_H_MAX_GENERATION_TOKENS },
     { "vllm:request_params_n",
       "Histogram of the n request parameter.", LLM_H_PARAMS_N },
     { "vllm:request_params_max_tokens",
@@ -141,6 +162,9 @@ static ngx_http_llm_prom_hist_t  ngx_http_llm_prom_hists[] = {
     { "vllm:request_decode_time_seconds",
       "Histogram of time spent in DECODE phase for request.",
       LLM_H_DECODE },
+    { "vllm:request_prefill_kv_computed_tokens",
+      "Histogram of new KV tokens computed during prefill "
+      "(excluding cached tokens).", LLM_H_PREFILL_KV_COMPUTED },
     { NULL, NULL, 0 }
 };
 
@@ -188,8 +212,9 @@ ngx_http_llm_prometheus_handler(ngx_http_request_t *r)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    /* the whole text is about 25 KB with the spec-decode counters */
-    ngx_http_llm_json_init(&pm.out, r->pool, 32 * 1024);
+    /* the whole text is 28 to 34 KB (the spec-decode counters, 1-2-5
+     * buckets up to a long llm_max_model_len): one buffer, never grown */
+    ngx_http_llm_json_init(&pm.out, r->pool, 40 * 1024);
 
     ngx_http_llm_prom_render(&pm, st, lmcf->spec_tokens);
 
@@ -265,7 +290,6 @@ static void
 ngx_http_llm_prom_render(ngx_http_llm_prom_t *pm, const llm_engine_stats *st,
     ngx_uint_t spec_tokens)
 {
-    ngx_uint_t                   i;
     ngx_http_llm_json_t         *j;
     ngx_http_llm_prom_hist_t    *ph;
     ngx_http_llm_prom_reason_t  *pr;
@@ -284,6 +308,8 @@ ngx_http_llm_prom_render(ngx_http_llm_prom_t *pm, const llm_engine_stats *st,
     ngx_http_llm_prom_sample(pm, "vllm:num_requests_waiting",
                              st->num_waiting);
 
+    ngx_http_llm_prom_waiting(pm, st);
+
     ngx_http_llm_prom_family(pm, "vllm:kv_cache_usage_perc",
         "KV-cache usage. 1 means 100 percent usage.", "gauge");
     ngx_http_llm_prom_sample(pm, "vllm:kv_cache_usage_perc",
@@ -292,6 +318,8 @@ ngx_http_llm_prom_render(ngx_http_llm_prom_t *pm, const llm_engine_stats *st,
     /* counters */
 
     ngx_http_llm_prom_counters(pm, ngx_http_llm_prom_engine_counters, st);
+    ngx_http_llm_prom_prompt_sources(pm, st);
+    ngx_http_llm_prom_counters(pm, ngx_http_llm_prom_token_counters, st);
 
     /* one series per reason, zeros included, as vLLM pre-creates them */
 
@@ -318,7 +346,86 @@ ngx_http_llm_prom_render(ngx_http_llm_prom_t *pm, const llm_engine_stats *st,
         ngx_http_llm_prom_histogram(pm, ph, &st->hist[ph->id]);
     }
 
-    /* speculative decoding: only with llm_speculative, as in vLLM */
+    ngx_http_llm_prom_spec(pm, st, spec_tokens);
+
+    /* last, as vLLM registers it once the engine is up */
+    ngx_http_llm_prom_cache_config(pm, st);
+}
+
+
+/*
+ * vLLM's two reasons, both always present, summing to
+ * vllm:num_requests_waiting: "deferred" is what vLLM's scheduler sets
+ * aside whatever its capacity (blocked on a KV transfer, a grammar, the
+ * LoRA budget); here the paused requests, which admission passes over
+ * until their client drains.  Every other waiting request waits for
+ * capacity: a seat (llm_max_num_seqs), the step's token budget, KV
+ * blocks, or the request ahead of it.  One snapshot: the sum is exact.
+ */
+
+static void
+ngx_http_llm_prom_waiting(ngx_http_llm_prom_t *pm, const llm_engine_stats *st)
+{
+    static const char  name[] = "vllm:num_requests_waiting_by_reason";
+
+    ngx_http_llm_prom_family(pm, name,
+        "Number of waiting requests by reason. "
+        "Reason labels: 'capacity' = waiting for scheduling capacity; "
+        "'deferred' = deferred by transient constraints "
+        "(LoRA budget, KV transfer, blocked status). "
+        "Sum of all reasons equals vllm:num_requests_waiting.", "gauge");
+
+    ngx_http_llm_prom_labelled(pm, name, "reason", "capacity",
+                               st->num_waiting - st->num_waiting_deferred);
+    ngx_http_llm_prom_labelled(pm, name, "reason", "deferred",
+                               st->num_waiting_deferred);
+}
+
+
+/*
+ * vLLM's three sources, pre-created: local_compute + local_cache_hit is
+ * vllm:prompt_tokens_total (each request's prompt, counted at its first
+ * token, split by its cached_tokens); no KV connector here, so
+ * external_kv_transfer stays 0.  vllm:prompt_tokens_cached is "local +
+ * external" hits: local_cache_hit.  (vLLM's newest scheduler also moves
+ * one token from local_compute to local_cache_hit when all but the last
+ * prompt token were cached, a token it says it recomputed; here the last
+ * token is always computed and never counted as cached.)
+ */
+
+static void
+ngx_http_llm_prom_prompt_sources(ngx_http_llm_prom_t *pm,
+    const llm_engine_stats *st)
+{
+    double             cached, computed;
+    static const char  name[] = "vllm:prompt_tokens_by_source_total";
+
+    cached = (double) st->prompt_tokens_cached_total;
+    computed = (double) (st->prompt_tokens_total
+                         - st->prompt_tokens_cached_total);
+
+    ngx_http_llm_prom_family(pm, name, "Number of prompt tokens by source.",
+                             "counter");
+    ngx_http_llm_prom_labelled(pm, name, "source", "local_compute", computed);
+    ngx_http_llm_prom_labelled(pm, name, "source", "local_cache_hit", cached);
+    ngx_http_llm_prom_labelled(pm, name, "source", "external_kv_transfer", 0);
+
+    ngx_http_llm_prom_family(pm, "vllm:prompt_tokens_cached_total",
+        "Number of cached prompt tokens (local + external).", "counter");
+    ngx_http_llm_prom_sample(pm, "vllm:prompt_tokens_cached_total", cached);
+}
+
+
+/* speculative decoding: only with llm_speculative, as in vLLM */
+
+static void
+ngx_http_llm_prom_spec(ngx_http_llm_prom_t *pm, const llm_engine_stats *st,
+    ngx_uint_t spec_tokens)
+{
+    u_char             pos[NGX_INT_T_LEN + 1];
+    ngx_uint_t         i;
+    static const char  name[] =
+                           "vllm:spec_decode_num_accepted_tokens_per_pos_total";
 
     if (spec_tokens == 0) {
         return;
@@ -326,21 +433,59 @@ ngx_http_llm_prom_render(ngx_http_llm_prom_t *pm, const llm_engine_stats *st,
 
     ngx_http_llm_prom_counters(pm, ngx_http_llm_prom_spec_counters, st);
 
-    ngx_http_llm_prom_family(pm,
-        "vllm:spec_decode_num_accepted_tokens_per_pos_total",
-        "Accepted tokens per draft position.", "counter");
+    ngx_http_llm_prom_family(pm, name, "Accepted tokens per draft position.",
+                             "counter");
 
     for (i = 0; i < spec_tokens && i < LLM_SPEC_MAX_TOKENS; i++) {
-        ngx_http_llm_json_lit(j,
-            "vllm:spec_decode_num_accepted_tokens_per_pos_total{");
-        ngx_http_llm_json_raw(j, pm->labels.data, pm->labels.len);
-        ngx_http_llm_json_lit(j, ",position=\"");
-        ngx_http_llm_json_int(j, (int64_t) i);
-        ngx_http_llm_json_lit(j, "\"} ");
-        ngx_http_llm_prom_float(j,
-                                (double) st->spec_accepted_per_pos_total[i]);
-        ngx_http_llm_json_lit(j, "\n");
+        *ngx_sprintf(pos, "%ui", i) = '\0';
+        ngx_http_llm_prom_labelled(pm, name, "position", (char *) pos,
+                                   (double) st->spec_accepted_per_pos_total[i]);
     }
+}
+
+
+/*
+ * vLLM's info gauge (always 1) with its CacheConfig as labels, values as
+ * Python's str() writes them.  The Gateway API Inference Extension reads
+ * block_size and num_gpu_blocks: the engine's, whatever the device.  Of
+ * vLLM's other fields, those that describe this engine; cache_dtype is
+ * vLLM's default, "auto" (the model's type on the GPU; f32 on the CPU).
+ * vLLM labels it without model_name; here it has model_name as every
+ * other series.
+ */
+
+static void
+ngx_http_llm_prom_cache_config(ngx_http_llm_prom_t *pm,
+    const llm_engine_stats *st)
+{
+    char                  util[NGX_HTTP_LLM_FLOAT_LEN];
+    ngx_http_llm_json_t  *j = &pm->out;
+
+    ngx_http_llm_prom_family(pm, "vllm:cache_config_info",
+        "Information of the LLMEngine CacheConfig", "gauge");
+
+    ngx_http_llm_json_lit(j, "vllm:cache_config_info{block_size=\"");
+    ngx_http_llm_json_int(j, st->block_size);
+    ngx_http_llm_json_lit(j, "\",cache_dtype=\"auto\","
+                             "enable_prefix_caching=\"");
+
+    if (st->enable_prefix_caching) {
+        ngx_http_llm_json_lit(j, "True");
+
+    } else {
+        ngx_http_llm_json_lit(j, "False");
+    }
+
+    ngx_http_llm_json_lit(j, "\",");
+    ngx_http_llm_json_raw(j, pm->engine.data, pm->engine.len);
+    ngx_http_llm_json_lit(j, ",gpu_memory_utilization=\"");
+    llm_pyfloat(util, st->gpu_memory_utilization);
+    ngx_http_llm_json_raw(j, util, ngx_strlen(util));
+    ngx_http_llm_json_lit(j, "\",");
+    ngx_http_llm_json_raw(j, pm->model.data, pm->model.len);
+    ngx_http_llm_json_lit(j, ",num_gpu_blocks=\"");
+    ngx_http_llm_json_int(j, st->num_blocks);
+    ngx_http_llm_json_lit(j, "\"} 1.0\n");
 }
 
 
@@ -388,6 +533,27 @@ ngx_http_llm_prom_sample(ngx_http_llm_prom_t *pm, const char *name,
     ngx_http_llm_json_raw(j, pm->labels.data, pm->labels.len);
     ngx_http_llm_json_lit(j, "} ");
     ngx_http_llm_prom_float(j, value);
+    ngx_http_llm_json_lit(j, "\n");
+}
+
+
+/* a series with one label more, which sorts after model_name */
+
+static void
+ngx_http_llm_prom_labelled(ngx_http_llm_prom_t *pm, const char *name,
+    const char *label, const char *value, double v)
+{
+    ngx_http_llm_json_t  *j = &pm->out;
+
+    ngx_http_llm_json_raw(j, name, ngx_strlen(name));
+    ngx_http_llm_json_lit(j, "{");
+    ngx_http_llm_json_raw(j, pm->labels.data, pm->labels.len);
+    ngx_http_llm_json_lit(j, ",");
+    ngx_http_llm_json_raw(j, label, ngx_strlen(label));
+    ngx_http_llm_json_lit(j, "=\"");
+    ngx_http_llm_json_raw(j, value, ngx_strlen(value));
+    ngx_http_llm_json_lit(j, "\"} ");
+    ngx_http_llm_prom_float(j, v);
     ngx_http_llm_json_lit(j, "\n");
 }
 

@@ -22,6 +22,8 @@
 
 static void ngx_http_llm_spec_json(ngx_http_llm_json_t *j,
     ngx_http_llm_ctx_t *ctx, ngx_uint_t drop_nulls);
+static void ngx_http_llm_spec_by_length_json(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx);
 static void ngx_http_llm_bytes_json(ngx_http_llm_json_t *j, const u_char *v,
     ngx_uint_t n);
 static void ngx_http_llm_usage_counts(ngx_http_llm_json_t *j, int64_t prompt,
@@ -144,9 +146,10 @@ ngx_http_llm_metrics_fields(ngx_http_llm_json_t *j, const llm_metrics *m,
 /*
  * vLLM's SpeculativeDecodingMetrics, in its field order.  Only verify steps
  * that had drafts count; with none, the mean acceptance length is 1.0 and
- * the rate 0.0 (vLLM's zero-step rule), and the histogram is all zeros.
- * The per-step lists exist in "detailed" mode; in "summary" they are null
- * in bodies and dropped in streams.
+ * the rate 0.0 (vLLM's zero-step rule), the histogram is all zeros and the
+ * histogram by draft length is empty.  The per-step lists are shown in
+ * "detailed" mode; in "summary" they are null in bodies and dropped in
+ * streams.
  */
 
 static void
@@ -179,7 +182,10 @@ ngx_http_llm_spec_json(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
         ngx_http_llm_json_int(j, s->acceptance_histogram[i]);
     }
 
-    ngx_http_llm_json_lit(j, "],\"num_spec_steps\":");
+    ngx_http_llm_json_lit(j, "],\"acceptance_histogram_by_draft_length\":");
+    ngx_http_llm_spec_by_length_json(j, ctx);
+
+    ngx_http_llm_json_lit(j, ",\"num_spec_steps\":");
     ngx_http_llm_json_int(j, s->num_spec_steps);
     ngx_http_llm_json_lit(j, ",\"num_accepted_draft_tokens\":");
     ngx_http_llm_json_int(j, s->num_accepted_tokens);
@@ -197,6 +203,68 @@ ngx_http_llm_spec_json(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
     } else if (!drop_nulls) {
         ngx_http_llm_json_lit(j, ",\"per_step_accepted\":null,"
                               "\"per_step_drafted\":null");
+    }
+
+    ngx_http_llm_json_lit(j, "}");
+}
+
+
+/*
+ * {"k'": [k' + 1 counts], ...}: for each draft length k' that a verify step
+ * proposed, ascending, [j] = its steps that accepted exactly j drafts;
+ * counted from the per-step lists, which hold every verify step.  A step
+ * without drafts verifies nothing and is not one, and no draft is ever
+ * invalidated here (structured output does not speculate): no "0" row.
+ */
+
+static void
+ngx_http_llm_spec_by_length_json(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx)
+{
+    ngx_uint_t  i, k, a, first;
+    uint32_t    rows[LLM_SPEC_MAX_TOKENS + 1][LLM_SPEC_MAX_TOKENS + 1];
+    uint32_t    seen;
+
+    ngx_memzero(rows, sizeof(rows));
+    seen = 0;
+
+    for (i = 0; i < ctx->n_spec_step; i++) {
+        k = ctx->spec_drafted[i];
+        a = ctx->spec_accepted[i];
+
+        if (k <= LLM_SPEC_MAX_TOKENS && a <= k) {
+            rows[k][a]++;
+            seen |= 1u << k;
+        }
+    }
+
+    ngx_http_llm_json_lit(j, "{");
+
+    first = 1;
+
+    for (k = 0; k <= LLM_SPEC_MAX_TOKENS; k++) {
+        if (!(seen & (1u << k))) {
+            continue;
+        }
+
+        if (!first) {
+            ngx_http_llm_json_lit(j, ",");
+        }
+
+        ngx_http_llm_json_lit(j, "\"");
+        ngx_http_llm_json_int(j, k);
+        ngx_http_llm_json_lit(j, "\":[");
+
+        for (a = 0; a <= k; a++) {
+            if (a) {
+                ngx_http_llm_json_lit(j, ",");
+            }
+
+            ngx_http_llm_json_int(j, rows[k][a]);
+        }
+
+        ngx_http_llm_json_lit(j, "]");
+        first = 0;
     }
 
     ngx_http_llm_json_lit(j, "}");

@@ -5,7 +5,10 @@
 # per-request usage of a test run (an aborted stream included); gauges go
 # back to 0 after a cancellation; prefix-cache hits (identical output,
 # cached_tokens, fewer computed tokens, $llm_cached_tokens); queue time and
-# the waiting gauge with llm_max_num_seqs 1; 503 while no model serves.
+# the waiting gauge with llm_max_num_seqs 1; waiting by reason under load
+# with two workers; prompt tokens by source, cached, computed in prefill;
+# the longest of n samples; vllm:cache_config_info and the engine's
+# blocks; 503 while no model serves.
 
 use strict;
 use warnings;
@@ -35,7 +38,25 @@ sub scrape {
     my ($t) = @_;
     my $r = $t->get('/metrics');
     die "GET /metrics: $r->{status}\n" unless $r->{status} == 200;
-    return Prometheus::parse($r->{content});
+    return check_reasons(Prometheus::parse($r->{content}));
+}
+
+# every scrape of this file: the reasons sum to the waiting gauge in each
+my ($n_scrapes, @unsummed) = (0);
+
+sub check_reasons {
+    my ($m) = @_;
+    my $cap = $m->value('vllm:num_requests_waiting_by_reason',
+                        reason => 'capacity');
+    my $def = $m->value('vllm:num_requests_waiting_by_reason',
+                        reason => 'deferred');
+    my $w = $m->value('vllm:num_requests_waiting');
+    $n_scrapes++;
+    push @unsummed, sprintf('%s + %s != %s', $cap // 'none', $def // 'none',
+                            $w // 'none')
+        unless defined $cap && defined $def && defined $w
+               && $cap + $def == $w;
+    return $m;
 }
 
 # polls /metrics until cond($m) holds (the engine publishes once per step)
@@ -50,6 +71,8 @@ sub scrape_until {
     }
     return $m;
 }
+
+sub sum_of { my $s = 0; $s += $_ for @_; return $s }
 
 # reads SSE from a raw socket until n events arrived
 sub read_events {
@@ -82,8 +105,12 @@ my $text = $r->{content};
 my %types = (
     'vllm:num_requests_running' => 'gauge',
     'vllm:num_requests_waiting' => 'gauge',
+    'vllm:num_requests_waiting_by_reason' => 'gauge',
     'vllm:kv_cache_usage_perc' => 'gauge',
     'vllm:prompt_tokens_total' => 'counter',
+    'vllm:prompt_tokens_by_source_total' => 'counter',
+    'vllm:prompt_tokens_cached_total' => 'counter',
+    'vllm:cache_config_info' => 'gauge',
     'vllm:generation_tokens_total' => 'counter',
     'vllm:request_success_total' => 'counter',
     'vllm:num_preemptions_total' => 'counter',
@@ -95,7 +122,9 @@ my %types = (
         request_queue_time_seconds request_prefill_time_seconds
         request_decode_time_seconds request_inference_time_seconds
         request_prompt_tokens request_generation_tokens request_params_n
-        request_params_max_tokens iteration_tokens_total)),
+        request_params_max_tokens iteration_tokens_total
+        request_prefill_kv_computed_tokens
+        request_max_num_generation_tokens)),
 );
 is_deeply({ map { ($_ => $m->{type}{$_}) } keys %types }, \%types,
           'every metric of SPEC section 7 with its type');
@@ -140,6 +169,67 @@ is(join(',', map { $_->[0]{le} }
 is(join(',', map { $_->[0]{le} }
              @{ $m->series('vllm:request_params_n_bucket') }),
    '1.0,2.0,5.0,10.0,20.0,+Inf', 'request_params_n buckets');
+for my $h (qw(request_prefill_kv_computed_tokens
+              request_max_num_generation_tokens)) {
+    is(join(',', map { $_->[0]{le} } @{ $m->series("vllm:${h}_bucket") }),
+       '1.0,2.0,5.0,10.0,20.0,50.0,100.0,200.0,+Inf',
+       "$h: 1-2-5 buckets up to llm_max_model_len, as prompt tokens");
+}
+
+# the newer series: vLLM's HELP texts, their labels, all pre-created
+my %help = (
+    'vllm:num_requests_waiting_by_reason' => "Number of waiting requests by "
+        . "reason. Reason labels: 'capacity' = waiting for scheduling "
+        . "capacity; 'deferred' = deferred by transient constraints (LoRA "
+        . "budget, KV transfer, blocked status). Sum of all reasons equals "
+        . 'vllm:num_requests_waiting.',
+    'vllm:prompt_tokens_by_source_total' => 'Number of prompt tokens by '
+        . 'source.',
+    'vllm:prompt_tokens_cached_total' => 'Number of cached prompt tokens '
+        . '(local + external).',
+    'vllm:request_prefill_kv_computed_tokens' => 'Histogram of new KV tokens '
+        . 'computed during prefill (excluding cached tokens).',
+    'vllm:request_max_num_generation_tokens' => 'Histogram of maximum number '
+        . 'of requested generation tokens.',
+    'vllm:cache_config_info' => 'Information of the LLMEngine CacheConfig',
+);
+is_deeply({ map { ($_ => $m->{help}{$_}) } keys %help }, \%help,
+          'the newer series have vLLM\'s HELP texts');
+is_deeply([ map { [ $_->[0]{reason}, $_->[2] ] }
+            @{ $m->series('vllm:num_requests_waiting_by_reason') } ],
+          [ [ 'capacity', '0.0' ], [ 'deferred', '0.0' ] ],
+          'num_requests_waiting_by_reason: capacity and deferred, both 0');
+is_deeply([ map { [ $_->[0]{source}, $_->[2] ] }
+            @{ $m->series('vllm:prompt_tokens_by_source_total') } ],
+          [ [ 'local_compute', '0.0' ], [ 'local_cache_hit', '0.0' ],
+            [ 'external_kv_transfer', '0.0' ] ],
+          'prompt_tokens_by_source: vLLM\'s three sources, all 0');
+is($m->value('vllm:prompt_tokens_cached_total'), 0, 'prompt_tokens_cached 0');
+
+# cache_config_info: the engine's blocks, as llm_kv_cache_size 16m makes
+# them of the model's layers, K/V heads and head size (f32 on the CPU),
+# and as the engine logged them when it was ready
+{
+    my $cfg = NginxLLM::json()->decode(
+        NginxLLM::slurp(NginxLLM->model . '/config.json'));
+    my $hd = $cfg->{head_dim}
+             // $cfg->{hidden_size} / $cfg->{num_attention_heads};
+    my $per_block = $cfg->{num_hidden_layers} * 2
+                    * $cfg->{num_key_value_heads} * $hd * 4 * 16;
+    my $want = int(16 * 1024 * 1024 / $per_block);
+    my ($logged) = $t->error_log =~ /engine ready on .*, KV cache (\d+) blocks of 16 tokens/;
+    my $info = $m->series('vllm:cache_config_info');
+    is(scalar @$info, 1, 'cache_config_info: one series');
+    is_deeply($info->[0][0], {
+        block_size => 16, cache_dtype => 'auto',
+        enable_prefix_caching => 'True', engine => '0',
+        gpu_memory_utilization => '0.9', model_name => 'tiny',
+        num_gpu_blocks => $want }, "cache_config_info: block_size 16, "
+        . "num_gpu_blocks $want (16 MiB / $per_block bytes a block), the "
+        . 'cache\'s settings as Python prints them');
+    is($logged, $want, 'the engine logged the same block count when ready');
+    is($info->[0][2], '1.0', 'an info gauge: 1.0');
+}
 
 # promtool: nothing but the two lints vLLM's names draw
 SKIP: {
@@ -197,6 +287,16 @@ push @usage, $last->{usage};
 $max_tokens_sum += 7;
 $finish{length}++;
 
+# a long prompt twice: the second takes the first's blocks from the cache
+for (1 .. 2) {
+    $r = $t->post('/v1/completions', {
+        prompt => join(' ', map { "sheep$_" } 1 .. 40), max_tokens => 3,
+        %greedy });
+    push @usage, $r->{json}{usage};
+    $max_tokens_sum += 3;
+    $finish{length}++;
+}
+
 # a validation error never reaches the engine
 $r = $t->post('/v1/completions', { prompt => 'x', temperature => -1 });
 is($r->{status}, 400, 'run: a 400 (not counted)');
@@ -252,12 +352,39 @@ for my $why (qw(stop length abort error repetition)) {
 }
 is(delta('vllm:num_preemptions_total'), 0, 'no preemptions');
 
+# where the prompt tokens came from: the cache (usage's cached_tokens; the
+# long prompt's second request) or computed
+my $cached_sum = sum_of(map { $_->{prompt_tokens_details}{cached_tokens} }
+                        @usage) + $f->{cached};
+ok($usage[-1]{prompt_tokens_details}{cached_tokens} > 0,
+   "the run has prefix-cache hits ($cached_sum tokens)");
+is(delta('vllm:prompt_tokens_by_source_total', source => 'local_cache_hit'),
+   $cached_sum, 'prompt_tokens_by_source{local_cache_hit} = sum of '
+   . "cached_tokens ($cached_sum)");
+is(delta('vllm:prompt_tokens_by_source_total', source => 'local_compute'),
+   $prompt_sum - $cached_sum, 'prompt_tokens_by_source{local_compute} = '
+   . 'sum of prompt_tokens - cached_tokens (' . ($prompt_sum - $cached_sum)
+   . ')');
+is(delta('vllm:prompt_tokens_by_source_total',
+         source => 'external_kv_transfer'), 0,
+   'prompt_tokens_by_source{external_kv_transfer}: 0, no KV transfer');
+is(delta('vllm:prompt_tokens_by_source_total', source => 'local_compute')
+   + delta('vllm:prompt_tokens_by_source_total', source => 'local_cache_hit'),
+   delta('vllm:prompt_tokens_total'),
+   'local_compute + local_cache_hit = prompt_tokens_total');
+is(delta('vllm:prompt_tokens_cached_total'), $cached_sum,
+   'prompt_tokens_cached = local_cache_hit');
+is(delta('vllm:request_prefill_kv_computed_tokens_sum'),
+   $prompt_sum - $cached_sum,
+   'request_prefill_kv_computed_tokens_sum = sum of prompt - cached');
+
 for my $h (qw(e2e_request_latency_seconds request_queue_time_seconds
               request_inference_time_seconds request_prefill_time_seconds
               request_decode_time_seconds time_to_first_token_seconds
               request_time_per_output_token_seconds request_prompt_tokens
               request_generation_tokens request_params_n
-              request_params_max_tokens)) {
+              request_params_max_tokens request_prefill_kv_computed_tokens
+              request_max_num_generation_tokens)) {
     is(delta("vllm:${h}_count"), $n,
        "$h: one observation per request ($n, the abort included)");
 }
@@ -268,6 +395,9 @@ is(delta('vllm:request_generation_tokens_sum'), $completion_sum,
 is(delta('vllm:request_params_max_tokens_sum'), $max_tokens_sum,
    'request_params_max_tokens_sum = sum of max_tokens');
 is(delta('vllm:request_params_n_sum'), $n, 'request_params_n_sum: n = 1');
+is(delta('vllm:request_max_num_generation_tokens_sum'), $completion_sum,
+   'request_max_num_generation_tokens_sum: n = 1, each request\'s '
+   . 'completion tokens');
 is(delta('vllm:inter_token_latency_seconds_count'), $completion_sum - $n,
    'inter_token_latency: one observation per token after the first');
 
@@ -348,6 +478,33 @@ is($computed_cold, $uc->{prompt_tokens} + 6 - 1,
    "computed tokens, cold: prompt + 5 decodes ($computed_cold)");
 is($computed_warm, $computed_cold - $cached,
    "computed tokens, warm: $cached fewer ($computed_warm)");
+sub diff2 {
+    my ($a, $b, $name, @l) = @_;
+    return $b->value($name, @l) - $a->value($name, @l);
+}
+is(diff2($mid, $after, 'vllm:prompt_tokens_by_source_total',
+         source => 'local_cache_hit'), $cached,
+   "warm: local_cache_hit +$cached");
+is(diff2($mid, $after, 'vllm:prompt_tokens_by_source_total',
+         source => 'local_compute'), $uw->{prompt_tokens} - $cached,
+   'warm: local_compute +' . ($uw->{prompt_tokens} - $cached));
+is(diff2($before, $mid, 'vllm:prompt_tokens_by_source_total',
+         source => 'local_compute'), $uc->{prompt_tokens},
+   "cold: local_compute +$uc->{prompt_tokens}, nothing cached");
+is(diff2($mid, $after, 'vllm:prompt_tokens_cached_total'), $cached,
+   "warm: prompt_tokens_cached +$cached");
+is(diff2($before, $after, 'vllm:request_prefill_kv_computed_tokens_sum'),
+   2 * $uc->{prompt_tokens} - $cached,
+   'request_prefill_kv_computed_tokens: the cold prompt, then the warm one '
+   . 'less its cached tokens');
+my $warm_kv = $uw->{prompt_tokens} - $cached;
+my @kv_bad = grep {
+    my $le = $_->[0]{le};
+    diff2($mid, $after, 'vllm:request_prefill_kv_computed_tokens_bucket',
+          le => $le) != (($le eq '+Inf' || $warm_kv <= $le) ? 1 : 0)
+} @{ $after->series('vllm:request_prefill_kv_computed_tokens_bucket') };
+is(scalar @kv_bad, 0, "the warm one's $warm_kv computed tokens: in every "
+   . 'cumulative bucket from the first bound above it');
 diag(sprintf 'TTFT %.3f ms cached vs %.3f ms cold (timing: not checked)',
             $warm->{json}{metrics}{time_to_first_token_ms},
             $cold->{json}{metrics}{time_to_first_token_ms});
@@ -362,6 +519,23 @@ is($last->{usage}{prompt_tokens_details}{cached_tokens}, $cached,
    'stream: cached_tokens in the final usage chunk');
 ok(!grep({ ref && @{ $_->{choices} } && $_->{usage} } @{ $r->{events} }),
    'stream: no usage on content chunks');
+
+# n > 1: vLLM observes the longest of a prompt's samples once, when they
+# all ended (two prompts of three samples: two observations)
+$before = scrape($t);
+$r = $t->post('/v1/completions', { prompt => [ 'One', 'Two words' ],
+                                   n => 3, max_tokens => 4, ignore_eos => \1,
+                                   temperature => 1.0, seed => 3 });
+is(scalar @{ $r->{json}{choices} // [] }, 6, 'two prompts, n = 3: six choices');
+$after = scrape_until($t, sub {
+    $_[0]->value('vllm:request_max_num_generation_tokens_count')
+    - $before->value('vllm:request_max_num_generation_tokens_count') >= 2 });
+is(diff2($before, $after, 'vllm:request_generation_tokens_count'), 6,
+   'request_generation_tokens: six sequences');
+is(diff2($before, $after, 'vllm:request_max_num_generation_tokens_count'), 2,
+   'request_max_num_generation_tokens: once per prompt');
+is(diff2($before, $after, 'vllm:request_max_num_generation_tokens_sum'), 8,
+   'the longest of each prompt\'s three: 4 and 4');
 
 # HEAD and a wrong method
 $r = $t->request('HEAD', '/metrics');
@@ -409,6 +583,8 @@ $m = scrape_until($q, sub {
     ($_[0]->value('vllm:num_requests_waiting') // 0) == 1 });
 is($m->value('vllm:num_requests_waiting'), 1,
    'llm_max_num_seqs 1: the second request waits (gauge 1)');
+is($m->value('vllm:num_requests_waiting_by_reason', reason => 'capacity'), 1,
+   'it waits for capacity');
 is($m->value('vllm:num_requests_running'), 1, 'one runs');
 ok($m->value('vllm:kv_cache_usage_perc') > 0,
    'kv_cache_usage_perc > 0 while it runs');
@@ -437,6 +613,52 @@ is($m->value("vllm:request_queue_time_seconds_bucket", le => "0.3"), 1,
    'the waiting one lands above 0.3 s');
 is($m->value('vllm:kv_cache_usage_perc'), 0, 'idle: kv_cache_usage_perc 0');
 $q->done;
+
+# --- two workers, one engine, saturated: waiting by reason ---
+
+my $sat = NginxLLM->new(workers => 2, http => 'llm_max_num_seqs 2;',
+                        engine => <<'ENGINE', locations => $LOC);
+    llm_served_model_name tiny;
+    llm_threads 1;
+    llm_max_model_len 2048;
+    llm_kv_cache_size 32m;
+    llm_thread_pool llm;
+ENGINE
+$sat->start;
+my @long = map { $sat->raw_socket('POST', '/v1/chat/completions', {
+    messages => [{ role => 'user', content => "Long answer $_." }],
+    max_tokens => 2000, stream => \1, %greedy }) } 1 .. 2;
+read_events($_, 2) for @long;
+my @short = map { $sat->raw_socket('POST', '/v1/completions', {
+    prompt => "Short $_", max_tokens => 2, %greedy }) } 1 .. 3;
+$m = scrape_until($sat, sub {
+    ($_[0]->value('vllm:num_requests_waiting') // 0) == 3 });
+is($m->value('vllm:num_requests_running'), 2,
+   'two workers, llm_max_num_seqs 2: two run');
+is($m->value('vllm:num_requests_waiting'), 3, 'three wait');
+is_deeply([ map { $_->[1] }
+            @{ $m->series('vllm:num_requests_waiting_by_reason') } ],
+          [ 3, 0 ], 'all three for capacity, none deferred');
+# every scrape through either worker: the same snapshot, the same sum
+scrape($sat) for 1 .. 10;
+close $_ for @long;
+my $ok_short = 0;
+for my $sk (@short) {
+    my $resp = do { local $/; <$sk> } // '';
+    close $sk;
+    $ok_short++ if $resp =~ m{^HTTP/1\.1 200 };
+}
+is($ok_short, 3, 'the three complete once the long ones left');
+$m = scrape_until($sat, sub {
+    $_[0]->value('vllm:num_requests_running') == 0
+    && $_[0]->value('vllm:num_requests_waiting') == 0 });
+is_deeply([ map { $_->[1] }
+            @{ $m->series('vllm:num_requests_waiting_by_reason') } ],
+          [ 0, 0 ], 'idle again: 0 and 0');
+$sat->done;
+
+is(scalar @unsummed, 0, "in every one of $n_scrapes scrapes, capacity + "
+   . 'deferred = vllm:num_requests_waiting') or diag(join '; ', @unsummed);
 
 # --- no model: 503 like the API ---
 

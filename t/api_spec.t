@@ -5,7 +5,9 @@
 # repeat their input) and one whose drafts are rejected (untied);
 # metrics.speculative_decoding as vLLM writes it (summary, detailed, in
 # bodies and streams, with and without the timing metrics, the zero-step
-# case); the per-request numbers sum to the Prometheus counters;
+# case; acceptance_histogram_by_draft_length against the other fields
+# and the per-step lists); the per-request numbers sum to the Prometheus
+# counters;
 # $llm_spec_acceptance_length; llm_speculative's limits in nginx -t.
 
 use strict;
@@ -85,6 +87,59 @@ sub tokens {
 # every request to the speculating server through a location with spec
 # metrics is remembered here, to be summed against Prometheus
 my @spec_seen;
+my $most_lengths = 0;               # the most draft lengths one request saw
+
+# acceptance_histogram_by_draft_length: rows of observed draft lengths
+# 1..K only (a step without drafts is no verify step, and nothing
+# invalidates drafts here) up to k, k' + 1 counts each, no empty row; the rows
+# add up to the histogram, the steps, the accepted and the drafted tokens
+sub by_length_ok {
+    my ($sd) = @_;
+    my $by = $sd->{acceptance_histogram_by_draft_length};
+    return 0 unless ref $by eq 'HASH';
+    my ($steps, $acc, $dr, @col) = (0, 0, 0);
+    for my $k (keys %$by) {
+        my $row = $by->{$k};
+        return 0 unless $k =~ /^[1-9]\d*$/ && $k <= $sd->{num_spec_tokens}
+                        && ref $row eq 'ARRAY'
+                        && @$row == $k + 1 && sum0(@$row) > 0;
+        $steps += sum0(@$row);
+        $acc += sum0(map { $_ * $row->[$_] } 0 .. $k);
+        $dr += $k * sum0(@$row);
+        $col[$_] += $row->[$_] for 0 .. $k;
+    }
+    $most_lengths = keys %$by if keys %$by > $most_lengths;
+    my $h = $sd->{acceptance_histogram};
+    return $steps == $sd->{num_spec_steps}
+        && $acc == $sd->{num_accepted_draft_tokens}
+        && $dr == $sd->{num_draft_tokens}
+        && !grep { ($col[$_] // 0) != $h->[$_] } 0 .. $#$h;
+}
+
+# the rows the test counts itself from the per-step lists (detailed)
+sub by_length_from_steps {
+    my ($sd) = @_;
+    my ($pa, $pd) = @$sd{qw(per_step_accepted per_step_drafted)};
+    my %by;
+    for my $i (0 .. $#$pd) {
+        $by{ $pd->[$i] } //= [ (0) x ($pd->[$i] + 1) ];
+        $by{ $pd->[$i] }[ $pa->[$i] ]++;
+    }
+    return \%by;
+}
+
+# the keys as written: ascending numbers (a JSON object's order is lost
+# once decoded)
+sub by_length_keys_sorted {
+    my ($raw) = @_;
+    my @maps = $raw =~ /"acceptance_histogram_by_draft_length":\{([^}]*)\}/g;
+    return 0 unless @maps;
+    for my $m (@maps) {
+        my @k = $m =~ /"(\d+)":/g;
+        return 0 if join(',', @k) ne join(',', sort { $a <=> $b } @k);
+    }
+    return scalar @maps;
+}
 
 sub check_spec {
     my ($sd, $name, %o) = @_;
@@ -106,9 +161,16 @@ sub check_spec {
             && sum0(@$pa) == $acc && sum0(@$pd) == $dr
             && !grep({ $pa->[$_] > $pd->[$_] || $pd->[$_] < 1
                        || $pd->[$_] > $K } 0 .. $#$pa);
+        $ok &&= NginxLLM::json()->encode(by_length_from_steps($sd))
+                eq NginxLLM::json()->encode(
+                       $sd->{acceptance_histogram_by_draft_length});
     }
+    $ok &&= by_length_ok($sd);
+    $ok &&= by_length_keys_sorted($o{raw}) if defined $o{raw};
     ok($ok, "$name: the invariants hold (steps $steps, drafted $dr, "
-            . "accepted $acc, histogram [@$h])")
+            . "accepted $acc, histogram [@$h], by draft length "
+            . NginxLLM::json()->encode(
+                  $sd->{acceptance_histogram_by_draft_length}) . ')')
         or diag(NginxLLM::json()->encode($sd));
     push @spec_seen, $sd;
 }
@@ -138,7 +200,8 @@ for my $i (0 .. $#prompts) {
     $plain{$i} = $a;
     is_deeply(tokens($b), tokens($a),
               "tied model, prompt $i: the same 40 tokens with speculation");
-    check_spec($b->{json}{metrics}{speculative_decoding}, "prompt $i");
+    check_spec($b->{json}{metrics}{speculative_decoding}, "prompt $i",
+               raw => $b->{content});
     $accepted_any += $b->{json}{metrics}{speculative_decoding}
                      {num_accepted_draft_tokens};
 }
@@ -153,7 +216,7 @@ for my $i (0 .. $#prompts) {
     is_deeply(tokens($b), tokens($a),
               "penalties, prompt $i: the same 40 tokens");
     $sd = $b->{json}{metrics}{speculative_decoding};
-    check_spec($sd, "penalties, prompt $i");
+    check_spec($sd, "penalties, prompt $i", raw => $b->{content});
     $pen_drafted += $sd->{num_draft_tokens};
     $pen_accepted += $sd->{num_accepted_draft_tokens};
 }
@@ -185,7 +248,7 @@ $steps[1] = scrape($t)->value('vllm:iteration_tokens_total_count') - $steps[1];
 is($cb->{json}{choices}[0]{message}{content},
    $ca->{json}{choices}[0]{message}{content}, 'chat: the same answer');
 $sd = $cb->{json}{metrics}{speculative_decoding};
-check_spec($sd, 'chat');
+check_spec($sd, 'chat', raw => $cb->{content});
 ok($sd->{mean_acceptance_length} > 1.5,
    "chat: mean acceptance length $sd->{mean_acceptance_length} > 1.5");
 is($steps[0], 60, 'chat without speculation: 60 engine steps for 60 tokens');
@@ -200,7 +263,9 @@ diag(sprintf 'chat: mean ITL %.3f ms with speculation, %.3f ms without',
 like($cb->{content},
      qr/"tokens_per_second":$NUM,"speculative_decoding":\{
         "mean_acceptance_length":$NUM,"draft_acceptance_rate":$NUM,
-        "acceptance_histogram":\[\d+(?:,\d+){$K}\],"num_spec_steps":\d+,
+        "acceptance_histogram":\[\d+(?:,\d+){$K}\],
+        "acceptance_histogram_by_draft_length":\{"\d+":\[[\d,]+\]
+            (?:,"\d+":\[[\d,]+\])*\},"num_spec_steps":\d+,
         "num_accepted_draft_tokens":\d+,"num_draft_tokens":\d+,
         "num_spec_tokens":$K,"per_step_accepted":null,
         "per_step_drafted":null\}\}\}$/x,
@@ -209,7 +274,18 @@ like($cb->{content},
 
 my $r = $t->post('/detailed/v1/chat/completions', $chat);
 check_spec($r->{json}{metrics}{speculative_decoding}, 'detailed',
-           detailed => 1);
+           detailed => 1, raw => $r->{content});
+# the same 60 tokens as the summary request, so the same steps
+is_deeply($r->{json}{metrics}{speculative_decoding}
+          {acceptance_histogram_by_draft_length},
+          $cb->{json}{metrics}{speculative_decoding}
+          {acceptance_histogram_by_draft_length},
+          'summary and detailed: the same histogram by draft length');
+for my $i (0 .. $#prompts) {
+    my $d = completion($t, '/detailed/v1/completions', $prompts[$i]);
+    check_spec($d->{json}{metrics}{speculative_decoding},
+               "detailed, prompt $i", detailed => 1, raw => $d->{content});
+}
 like($r->{content}, qr/"per_step_accepted":\[\d+(?:,\d+)*\],
                        "per_step_drafted":\[\d+(?:,\d+)*\]\}\}\}$/x,
      'detailed: the per-step lists');
@@ -221,7 +297,8 @@ like($r->{content},
         "speculative_decoding":\{"mean_acceptance_length"/x,
      'llm_per_request_metrics off: timing keys null, speculative_decoding '
      . 'present');
-check_spec($r->{json}{metrics}{speculative_decoding}, 'no timing');
+check_spec($r->{json}{metrics}{speculative_decoding}, 'no timing',
+           raw => $r->{content});
 
 # zero steps: a one-token answer never verifies drafts
 $r = $t->post('/detailed/v1/completions', { prompt => $prompts[0],
@@ -229,10 +306,11 @@ $r = $t->post('/detailed/v1/completions', { prompt => $prompts[0],
 like($r->{content},
      qr/"speculative_decoding":\{"mean_acceptance_length":1\.0,
         "draft_acceptance_rate":0\.0,"acceptance_histogram":\[0(?:,0){$K}\],
-        "num_spec_steps":0,"num_accepted_draft_tokens":0,
+        "acceptance_histogram_by_draft_length":\{\},"num_spec_steps":0,"num_accepted_draft_tokens":0,
         "num_draft_tokens":0,"num_spec_tokens":$K,
         "per_step_accepted":\[\],"per_step_drafted":\[\]\}/x,
-     'zero steps: 1.0, 0.0, a histogram of zeros, empty lists');
+     'zero steps: 1.0, 0.0, a histogram of zeros, no draft length, empty '
+     . 'lists');
 push @spec_seen, $r->{json}{metrics}{speculative_decoding};
 
 # streams: on the final usage chunk only, null keys dropped
@@ -242,7 +320,9 @@ my @chunks = grep { ref } @{ $r->{events} };
 is(scalar(grep { exists $_->{metrics} } @chunks), 1,
    'stream: one chunk has metrics');
 $sd = $chunks[-1]{metrics}{speculative_decoding};
-check_spec($sd, 'stream');
+check_spec($sd, 'stream', raw => $r->{content});
+ok(keys %{ $sd->{acceptance_histogram_by_draft_length} },
+   'stream, summary: the histogram by draft length is in the usage chunk');
 ok(!exists $sd->{per_step_accepted} && !exists $sd->{per_step_drafted},
    'stream, summary: the null per-step lists are dropped');
 ok(exists $chunks[-1]{metrics}{time_to_first_token_ms},
@@ -255,14 +335,17 @@ $r = $t->stream('/notiming/v1/completions', { prompt => $prompts[4],
 is_deeply([ keys %{ $chunks[-1]{metrics} } ], ['speculative_decoding'],
           'stream, timing off: the metrics object holds only '
           . 'speculative_decoding');
-check_spec($chunks[-1]{metrics}{speculative_decoding}, 'stream, no timing');
+check_spec($chunks[-1]{metrics}{speculative_decoding}, 'stream, no timing',
+           raw => $r->{content});
 
 $r = $t->stream('/detailed/v1/completions', { prompt => $prompts[4],
     max_tokens => 20, stream => \1, stream_options => { include_usage => \1 },
     %greedy });
 @chunks = grep { ref } @{ $r->{events} };
 check_spec($chunks[-1]{metrics}{speculative_decoding}, 'stream, detailed',
-           detailed => 1);
+           detailed => 1, raw => $r->{content});
+ok($most_lengths > 1, "a request whose steps drafted different lengths "
+   . "(up to $most_lengths rows in one map)");
 
 # --- per-request numbers sum to the Prometheus counters ---
 
@@ -287,6 +370,12 @@ is(delta('vllm:spec_decode_num_accepted_tokens_total'),
    sum0(map { $_->{num_accepted_draft_tokens} } @spec_seen),
    'spec_decode_num_accepted_tokens_total = sum of '
    . 'num_accepted_draft_tokens');
+is(delta('vllm:spec_decode_num_draft_tokens_total'),
+   sum0(map { my $by = $_->{acceptance_histogram_by_draft_length};
+              sum0(map { $_ * sum0(@{ $by->{$_} }) } keys %$by) }
+        @spec_seen),
+   'spec_decode_num_draft_tokens_total = sum over the requests\' rows of '
+   . "k' x steps");
 my @pos = map {
     my $i = $_;
     sum0(map { my $h = $_->{acceptance_histogram};
@@ -342,6 +431,27 @@ ok($chunks[-1]{usage} && !exists $chunks[-1]{metrics},
 
 $t->done;
 $p->done;
+
+# --- 12 draft tokens: the keys "10" and over after "9", as numbers ---
+
+my $t12 = NginxLLM->new(locations => $PLAIN_LOC, http => <<'HTTP');
+llm_speculative ngram tokens=12 lookup_min=1 lookup_max=4;
+    llm_per_request_spec_decode_metrics summary;
+HTTP
+$t12->start;
+$r = $t12->post('/v1/completions', { prompt => $prompts[4], max_tokens => 80,
+                                     %greedy });
+$sd = $r->{json}{metrics}{speculative_decoding};
+my @lengths = map { $_ + 0 }
+              ($r->{content} =~ /"acceptance_histogram_by_draft_length":\{([^}]*)\}/)[0]
+              =~ /"(\d+)":/g;
+ok(by_length_ok($sd) && @{ $sd->{acceptance_histogram} } == 13,
+   'tokens=12: the invariants hold (' . NginxLLM::json()->encode(
+       $sd->{acceptance_histogram_by_draft_length}) . ')');
+ok((grep { $_ >= 10 } @lengths) && (grep { $_ < 10 } @lengths)
+   && join(',', @lengths) eq join(',', sort { $a <=> $b } @lengths),
+   "the keys in numeric order, not as strings: @lengths");
+$t12->done;
 
 # --- an untied model: drafts are proposed and rejected ---
 

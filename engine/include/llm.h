@@ -580,14 +580,20 @@ typedef enum {
     LLM_H_PARAMS_N,                      /* request_params_n */
     LLM_H_PARAMS_MAX_TOKENS,             /* request_params_max_tokens */
     LLM_H_ITERATION_TOKENS,              /* iteration_tokens_total */
+    LLM_H_PREFILL_KV_COMPUTED,           /* request_prefill_kv_computed_tokens */
+    LLM_H_MAX_GENERATION_TOKENS,         /* request_max_num_generation_tokens */
     LLM_H_COUNT
 } llm_hist_id;
 
 typedef struct {
     int           num_running;
     int           num_waiting;
+    int           num_waiting_deferred;  /* of those, paused: admission passes
+                                          * them over whatever the capacity */
     double        kv_cache_usage;        /* 0..1, blocks held by running requests */
     uint64_t      prompt_tokens_total;
+    uint64_t      prompt_tokens_cached_total;   /* of those, not computed:
+                                          * each request's cached_tokens */
     uint64_t      generation_tokens_total;
     uint64_t      num_preemptions_total;
     uint64_t      prefix_cache_queries_total;
@@ -598,6 +604,11 @@ typedef struct {
     uint64_t      spec_num_accepted_tokens_total;
     uint64_t      spec_accepted_per_pos_total[LLM_SPEC_MAX_TOKENS];
     llm_histogram hist[LLM_H_COUNT];
+    /* the KV cache as the engine runs it (vllm:cache_config_info) */
+    int           block_size;            /* tokens per block */
+    int           num_blocks;            /* vLLM's num_gpu_blocks, on any device */
+    int           enable_prefix_caching;
+    double        gpu_memory_utilization;   /* effective: 0.9 when unset */
 } llm_engine_stats;
 
 void llm_engine_stats_get(llm_engine *e, llm_engine_stats *out);

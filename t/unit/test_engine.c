@@ -301,6 +301,9 @@ test_cancel_and_stats(void)
         sem_wait(&w.sem);
         llm_engine_drain(e, on_output, &w);
     }
+    llm_engine_stats_get(e, &st);
+    tap_ok(st.num_waiting == 1 && st.num_waiting_deferred == 0,
+           "the one behind waits for capacity, not deferred");
     n_cancel = llm_engine_cancel(e, r1);
     harness_wait_all(e, &w, 1, on_output);
     tap_ok(a.finish == LLM_FINISH_ABORT && a.n_ids < 200,
@@ -316,6 +319,17 @@ test_cancel_and_stats(void)
            "cancellation returns every KV block");
     tap_ok(b.finish == LLM_FINISH_ABORT,
            "the request queued behind it can be cancelled too");
+    /* the second may have run a step between the two cancels */
+    tap_ok(st.prompt_tokens_total == (b.n_ids > 0 ? 40u : 20u)
+           && st.prompt_tokens_cached_total == 0
+           && st.hist[LLM_H_PREFILL_KV_COMPUTED].total == 2
+           && st.hist[LLM_H_PREFILL_KV_COMPUTED].sum == 40.0
+           && st.hist[LLM_H_MAX_GENERATION_TOKENS].total == 2
+           && st.hist[LLM_H_MAX_GENERATION_TOKENS].sum
+              == (double) (a.n_ids + b.n_ids),
+           "aborted: both observe their 20 computed prompt tokens and their "
+           "generations (%d and %d); a prompt counts once it has a token",
+           a.n_ids, b.n_ids);
     llm_metrics_compute(&a.stats, &m);
     tap_ok(a.stats.queued > 0 && a.stats.scheduled >= a.stats.queued
            && a.stats.first_token > a.stats.scheduled
@@ -474,6 +488,14 @@ test_prefix_cache(void)
            "prefix cache counters: %llu queried, %llu hit",
            (unsigned long long) st.prefix_cache_queries_total,
            (unsigned long long) st.prefix_cache_hits_total);
+    tap_ok(st.prompt_tokens_total == 200
+           && st.prompt_tokens_cached_total == 96
+           && st.hist[LLM_H_PREFILL_KV_COMPUTED].total == 2
+           && st.hist[LLM_H_PREFILL_KV_COMPUTED].sum == 100.0 + 4.0,
+           "of 200 prompt tokens 96 were cached; the requests computed 100 "
+           "and 4 (%.0f)", st.hist[LLM_H_PREFILL_KV_COMPUTED].sum);
+    tap_ok(st.enable_prefix_caching == 1 && st.block_size == 16,
+           "the snapshot has the cache's settings");
     tap_ok(st.kv_cache_usage == 0.0,
            "cached blocks nobody holds count as free");
     llm_engine_destroy(e);
@@ -643,6 +665,10 @@ test_pause(void)
     llm_engine_submit(e, r[1]);         /* paused before it ran */
     llm_engine_submit(e, r[2]);         /* the marker, queued behind it */
     wait_tokens(e, &w, &res[4], 1);
+    llm_engine_stats_get(e, &st);
+    tap_ok(st.num_waiting == 1 && st.num_waiting_deferred == 1,
+           "the paused one waiting is deferred (of %d waiting, %d)",
+           st.num_waiting, st.num_waiting_deferred);
     paused_at = res[2].n_ids;
     harness_wait_all(e, &w, 4, on_output);
     tap_ok(res[4].finish == LLM_FINISH_LENGTH && res[4].n_ids == 10
@@ -718,6 +744,100 @@ test_parallel_sampling(void)
            && st.hist[LLM_H_PARAMS_N].total == 1
            && st.hist[LLM_H_PARAMS_N].sum == 4.0,
            "blocks all returned; request_params_n observed once, as 4");
+    tap_ok(st.hist[LLM_H_MAX_GENERATION_TOKENS].total == 1
+           && st.hist[LLM_H_MAX_GENERATION_TOKENS].sum == 8.0
+           && st.hist[LLM_H_GENERATION_TOKENS].total == 4,
+           "request_max_num_generation_tokens: once for the 4 samples");
+}
+
+
+/* n = 4: samples of 5, 9 and 3 tokens and one cancelled before it runs;
+ * the 3-token one is held (paused) until the others ended, so the last to
+ * finish is not the longest: the longest generation, observed once, when
+ * the last sample ends. */
+static void
+test_max_generation(void)
+{
+    static const int     max_tokens[4] = { 5, 9, 3, 50 };
+    waiter               w;
+    llm_engine          *e = engine(&w, 8, 2048, 0, 256);
+    llm_sampling_params  p;
+    llm_request         *r[4];
+    result               res[4];
+    int32_t              prompt[40];
+    char                 err[LLM_ERR_LEN];
+    llm_engine_stats     st;
+    uint64_t             early;
+    int                  i;
+
+    harness_prompt(78, prompt, 40);
+    llm_sampling_params_init(&p, llm_engine_model(e));
+    p.temperature = 0.0f;
+    p.ignore_eos = 1;
+    p.n = 4;
+    memset(res, 0, sizeof(res));
+    for (i = 0; i < 4; i++) {
+        p.seq_index = i;
+        p.max_tokens = max_tokens[i];
+        r[i] = llm_request_create(e, prompt, 40, &p, err);
+        llm_request_set_data(r[i], &res[i]);
+    }
+    llm_engine_set_paused(e, r[2], 1);
+    llm_engine_cancel(e, r[3]);
+    llm_engine_submit(e, r[0]);
+    for (i = 1; i < 4; i++) {
+        llm_engine_submit_shared(e, r[i], r[0]);
+    }
+    harness_wait_all(e, &w, 3, on_output);
+    llm_engine_stats_get(e, &st);
+    early = st.hist[LLM_H_MAX_GENERATION_TOKENS].total;
+    llm_engine_set_paused(e, r[2], 0);
+    harness_wait_all(e, &w, 4, on_output);
+    llm_engine_stats_get(e, &st);
+    tap_ok(res[0].n_ids == 5 && res[1].n_ids == 9 && res[2].n_ids == 3
+           && res[3].finish == LLM_FINISH_ABORT && early == 0
+           && st.hist[LLM_H_MAX_GENERATION_TOKENS].total == 1
+           && st.hist[LLM_H_MAX_GENERATION_TOKENS].sum == 9.0
+           && st.hist[LLM_H_GENERATION_TOKENS].sum == 17.0,
+           "n = 4 (5, 9, a cancel, then 3 tokens): nothing while one runs, "
+           "then max_num_generation_tokens observes 9 once (%llu, %.0f)",
+           (unsigned long long) st.hist[LLM_H_MAX_GENERATION_TOKENS].total,
+           st.hist[LLM_H_MAX_GENERATION_TOKENS].sum);
+    for (i = 0; i < 4; i++) {
+        llm_request_release(r[i]);
+    }
+    llm_engine_destroy(e);
+    sem_destroy(&w.sem);
+}
+
+
+/* The cache's settings in the snapshot: the blocks the backend made of
+ * llm_kv_cache_size (at least one max_model_len sequence's worth). */
+static void
+test_cache_config(void)
+{
+    waiter              w;
+    llm_engine         *e;
+    llm_engine_stats    st;
+    const llm_config   *c;
+    size_t              per_block, kv = 3 << 20;
+    int                 want;
+
+    e = engine(&w, 4, 2048, kv, 256);
+    llm_engine_stats_get(e, &st);
+    c = &llm_engine_model(e)->config;
+    per_block = (size_t) c->n_layers * 2 * c->n_kv_heads * c->head_dim
+                * sizeof(float) * 16;
+    want = (int) (kv / per_block);
+    want = want < 256 / 16 ? 256 / 16 : want;
+    tap_ok(st.block_size == 16 && st.num_blocks == want
+           && st.enable_prefix_caching == 0
+           && st.gpu_memory_utilization == 0.9,
+           "cache config: %d blocks of %d tokens (%zu bytes each), prefix "
+           "caching off, gpu_memory_utilization %.2f", st.num_blocks,
+           st.block_size, per_block, st.gpu_memory_utilization);
+    llm_engine_destroy(e);
+    sem_destroy(&w.sem);
 }
 
 
@@ -787,6 +907,8 @@ main(void)
     test_stop_rules();
     test_prefix_cache();
     test_parallel_sampling();
+    test_max_generation();
+    test_cache_config();
     test_pause();
     test_destroy_in_flight();
     test_speculation("untied", 0, 0);
