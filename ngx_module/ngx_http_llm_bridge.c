@@ -181,6 +181,10 @@ ngx_http_llm_engine_start(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf)
         ngx_http_llm_preloaded = NULL;
         w->loading = 1;
 
+        ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
+                      "llm: the model's metadata came from the master "
+                      "(loaded with the new configuration)");
+
         ngx_http_llm_connect(w);
         return NGX_OK;
     }

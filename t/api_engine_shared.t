@@ -239,6 +239,11 @@ is($res->{failed}, 0, 'none failed')
 is(loads($t), 1, 'still one model load: the engine was kept');
 like($t->error_log, qr/uses the running engine process $engine \(kept/,
      'the new workers say the engine was kept');
+my $from_master = () = $t->error_log
+    =~ /the model's metadata came from the master/g;
+ok($from_master >= 4 * $reloads,
+   "the new workers had the model's metadata from the master, no load "
+   . "while requests wait ($from_master workers)");
 ok((metrics()->value('vllm:prefix_cache_hits_total') // 0) > $hits0,
    'prefix-cache hits went on');
 
