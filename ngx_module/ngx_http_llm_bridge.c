@@ -348,6 +348,19 @@ ngx_http_llm_connect(ngx_http_llm_worker_t *w)
         return;
     }
 
+    if (rc == NGX_BUSY) {
+        /* an old worker: what waits for an engine gets the 503 */
+        if (w->loading) {
+            ngx_log_error(NGX_LOG_NOTICE, w->cycle->log, 0, "llm: %s", err);
+        }
+
+        w->loading = 0;
+        ngx_cpystrn((u_char *) w->error, (u_char *) err, sizeof(w->error));
+        ngx_http_llm_wake_waiting();
+        ngx_http_llm_retry(w, delay);
+        return;
+    }
+
     if (rc == NGX_DECLINED) {
         /* the engine failed: 503 with the reason until a restart works */
         if (w->loading || ngx_strcmp(w->error, err) != 0) {

@@ -52,6 +52,9 @@
 typedef struct {
     ngx_pid_t                   pid;           /* 0: none */
     ngx_uint_t                  generation;
+    ngx_uint_t                  newest;        /* the newest configuration
+                                                  a worker runs (serial) */
+    uint64_t                    newest_model;  /* ... its model and build */
     uint64_t                    fingerprint;
     ngx_uint_t                  state;
     char                        reason[LLM_ERR_LEN];
@@ -73,7 +76,9 @@ typedef struct {
 
 
 static uint64_t ngx_http_llm_engine_fingerprint(
-    ngx_http_llm_main_conf_t *lmcf);
+    ngx_http_llm_main_conf_t *lmcf, ngx_uint_t settings);
+static ngx_int_t ngx_http_llm_engine_old(ngx_http_llm_main_conf_t *lmcf,
+    ngx_http_llm_engine_sh_t *sh, char *err);
 static ngx_uint_t ngx_http_llm_engine_alive(ngx_pid_t pid);
 static void ngx_http_llm_engine_gone(ngx_http_llm_engine_sh_t *sh, double now,
     ngx_uint_t failed_start, const char *why);
@@ -115,7 +120,9 @@ ngx_http_llm_engine_mutex(void)
  * Where this worker's engine is.  NGX_OK: connect to *where (the running
  * engine, or one just spawned); NGX_AGAIN: not yet (an engine with other
  * settings retires, or the back-off), ask again in *delay ms; NGX_DECLINED:
- * the engine failed (the reason in err), ask again in *delay ms.
+ * the engine failed (the reason in err), ask again in *delay ms; NGX_BUSY:
+ * a reload made this worker's configuration old and changed its model: no
+ * engine will serve it (the reason in err).
  */
 
 ngx_int_t
@@ -136,11 +143,16 @@ ngx_http_llm_engine_find(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf,
     }
 
     sh = ngx_http_llm_engine_zone->data;
-    fp = ngx_http_llm_engine_fingerprint(lmcf);
+    fp = ngx_http_llm_engine_fingerprint(lmcf, 1);
     now = llm_now();
     *delay = 100;
 
     ngx_shmtx_lock(ngx_http_llm_engine_mutex());
+
+    if (lmcf->serial > sh->newest) {
+        sh->newest = lmcf->serial;
+        sh->newest_model = ngx_http_llm_engine_fingerprint(lmcf, 0);
+    }
 
     if (sh->pid && !ngx_http_llm_engine_alive(sh->pid)) {
         ngx_log_error(NGX_LOG_WARN, cycle->log, 0,
@@ -153,6 +165,19 @@ ngx_http_llm_engine_find(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf,
                                  ? "the engine process exited while it "
                                    "loaded the model"
                                  : "the engine process exited");
+    }
+
+    if (lmcf->serial < sh->newest
+        && (sh->pid == 0 || sh->fingerprint != fp))
+    {
+        rc = ngx_http_llm_engine_old(lmcf, sh, err);
+
+        if (rc == NGX_OK) {
+            goto found;
+        }
+
+        ngx_shmtx_unlock(ngx_http_llm_engine_mutex());
+        return rc;
     }
 
     if (sh->pid) {
@@ -171,13 +196,7 @@ ngx_http_llm_engine_find(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf,
             rc = NGX_AGAIN;
 
         } else {
-            where->generation = sh->generation;
-            where->spawned = 0;
-            where->started = sh->spawned;
-            where->pid = sh->pid;
-            where->sock_len = sh->sock_len;
-            ngx_memcpy(where->sock, sh->sock, sh->sock_len);
-            rc = NGX_OK;
+            goto found;
         }
 
         ngx_shmtx_unlock(ngx_http_llm_engine_mutex());
@@ -217,6 +236,50 @@ ngx_http_llm_engine_find(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf,
     ngx_shmtx_unlock(ngx_http_llm_engine_mutex());
 
     return rc;
+
+found:
+
+    where->generation = sh->generation;
+    where->spawned = 0;
+    where->started = sh->spawned;
+    where->pid = sh->pid;
+    where->sock_len = sh->sock_len;
+    ngx_memcpy(where->sock, sh->sock, sh->sock_len);
+
+    ngx_shmtx_unlock(ngx_http_llm_engine_mutex());
+
+    return NGX_OK;
+}
+
+
+/*
+ * A worker of an old configuration (a newer one's worker has asked) whose
+ * engine retires or is gone: after a reload that changed the engine
+ * settings, in the moments before the master tells it to quit.  It neither
+ * retires nor starts an engine -- one with its old settings would make the
+ * new workers retire it in turn -- but, the model being the same, its
+ * requests are served by the new workers' engine (NGX_OK once it runs,
+ * NGX_AGAIN meanwhile); a new model cannot serve them (NGX_BUSY).
+ * Under the lock.
+ */
+
+static ngx_int_t
+ngx_http_llm_engine_old(ngx_http_llm_main_conf_t *lmcf,
+    ngx_http_llm_engine_sh_t *sh, char *err)
+{
+    if (ngx_http_llm_engine_fingerprint(lmcf, 0) != sh->newest_model) {
+        ngx_cpystrn((u_char *) err,
+                    (u_char *) "a reload changed the model: this worker of "
+                    "the old configuration exits, the new ones serve",
+                    LLM_ERR_LEN);
+        return NGX_BUSY;
+    }
+
+    if (sh->pid == 0 || sh->state != NGX_HTTP_LLM_ENGINE_READY) {
+        return NGX_AGAIN;
+    }
+
+    return NGX_OK;
 }
 
 
@@ -300,23 +363,30 @@ ngx_http_llm_engine_publish(const llm_engine_stats *st, void *data)
 /* FNV-1a over every setting the engine is created with */
 
 static uint64_t
-ngx_http_llm_engine_fingerprint(ngx_http_llm_main_conf_t *lmcf)
+ngx_http_llm_engine_fingerprint(ngx_http_llm_main_conf_t *lmcf,
+    ngx_uint_t settings)
 {
     u_char     *p;
     uint64_t    h;
     size_t      i;
     u_char      buf[1024];
 
-    p = ngx_snprintf(buf, sizeof(buf),
-                     "%V|%V|%i|%i|%i|%i|%O|%V|%i|%i|%i|%i|%d|%uz|%uz|%uz",
-                     &lmcf->model, &lmcf->device, lmcf->threads,
-                     lmcf->max_model_len, lmcf->max_num_seqs,
-                     lmcf->max_num_batched_tokens, lmcf->kv_cache_size,
-                     &lmcf->gpu_memory_utilization,
-                     lmcf->enable_prefix_caching, lmcf->spec_tokens,
-                     lmcf->spec_lookup_min, lmcf->spec_lookup_max,
+    /* the model and the build; settings: and every engine setting */
+
+    p = ngx_snprintf(buf, sizeof(buf), "%V|%d|%uz|%uz|%uz", &lmcf->model,
                      LLM_WIRE_VERSION, sizeof(llm_sampling_params),
                      sizeof(llm_output), sizeof(llm_engine_stats));
+
+    if (settings) {
+        p = ngx_snprintf(p, buf + sizeof(buf) - p,
+                         "|%V|%i|%i|%i|%i|%O|%V|%i|%i|%i|%i",
+                         &lmcf->device, lmcf->threads,
+                         lmcf->max_model_len, lmcf->max_num_seqs,
+                         lmcf->max_num_batched_tokens, lmcf->kv_cache_size,
+                         &lmcf->gpu_memory_utilization,
+                         lmcf->enable_prefix_caching, lmcf->spec_tokens,
+                         lmcf->spec_lookup_min, lmcf->spec_lookup_max);
+    }
 
     h = 0xcbf29ce484222325ULL;
 

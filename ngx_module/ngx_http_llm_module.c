@@ -478,6 +478,10 @@ ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
 }
 
 
+/* the configurations this process has read (the master: each reload) */
+static ngx_uint_t  ngx_http_llm_serial;
+
+
 static ngx_int_t
 ngx_http_llm_postconfiguration(ngx_conf_t *cf)
 {
@@ -505,6 +509,9 @@ ngx_http_llm_postconfiguration(ngx_conf_t *cf)
     {
         return NGX_ERROR;
     }
+
+    /* which configuration is newer (ngx_http_llm_engine_find()) */
+    lmcf->serial = ++ngx_http_llm_serial;
 
     ngx_http_llm_preload(cf, lmcf);
 

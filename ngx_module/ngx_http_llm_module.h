@@ -185,6 +185,9 @@ typedef struct {
     ngx_uint_t                  tool_parser;   /* llm_tool_parser_kind, or
                                                   NGX_HTTP_LLM_TOOL_PARSER_AUTO */
 
+    ngx_uint_t                  serial;        /* this configuration's,
+                                                  newer ones higher */
+
     unsigned                    used:1;        /* a handler uses the engine */
     unsigned                    api:1;         /* an llm_api location */
 } ngx_http_llm_main_conf_t;

@@ -27,6 +27,7 @@ my $N = 32;
 my $t = NginxLLM->new(workers => 4, listen => 'reuseport',
                       locations => <<'LOC');
         location /v1/ { llm_api; add_header X-Worker $pid always; }
+        location /timed/v1/ { llm_api; llm_per_request_metrics on; }
         location = /health { llm_health; }
         location = /metrics { llm_prometheus; }
 LOC
@@ -219,6 +220,7 @@ $ENV{STOP_FILE} = $stop;
 $h = bg_streams($N, 40, 'The same long system prompt for every stream, '
                         . 'so that the prefix cache has something to hit:', 600);
 my $reloads = 0;
+my $log_at = length $t->error_log;
 my $t_reloads = time;
 for (1 .. 30) {
     $t->reload;
@@ -239,11 +241,12 @@ is($res->{failed}, 0, 'none failed')
 is(loads($t), 1, 'still one model load: the engine was kept');
 like($t->error_log, qr/uses the running engine process $engine \(kept/,
      'the new workers say the engine was kept');
-my $from_master = () = $t->error_log
-    =~ /the model's metadata came from the master/g;
-ok($from_master >= 4 * $reloads,
-   "the new workers had the model's metadata from the master, no load "
-   . "while requests wait ($from_master workers)");
+my $since = substr($t->error_log, $log_at);
+my $from_master = () = $since =~ /the model's metadata came from the master/g;
+my $started = () = $since =~ /start worker process \d+/g;
+ok($started >= 4 && $from_master == $started,
+   "every worker the reloads started had the model's metadata from the "
+   . "master, no load while requests wait ($from_master of $started)");
 ok((metrics()->value('vllm:prefix_cache_hits_total') // 0) > $hits0,
    'prefix-cache hits went on');
 
@@ -256,6 +259,30 @@ $deadline = time + 10;
 sleep 0.01 while (metrics()->value('vllm:num_requests_running') // 0) == 0
                  && time < $deadline;
 $t->reload;
+# requests meanwhile: they wait for the new engine rather than fail, and
+# the wait is their queue time (vLLM's queued: the worker's wait started)
+# (until one reached a new worker before the new engine served, which
+# waits for the old engine's six streams and the load)
+my @swap;
+my $t_swap = time;
+while (time < $t_swap + 20 && @swap < 2000) {
+    my $t0 = time;
+    my $q = $t->post('/timed/v1/chat/completions',
+                     { messages => [{ role => 'user', content => 'Meanwhile' }],
+                       max_tokens => 2 });
+    push @swap, [ $q->{status}, (time - $t0) * 1000, $q->{json}{metrics} ];
+    diag($q->{content}) if $q->{status} != 200;
+    last if ($q->{json}{metrics}{queue_time_ms} // 0) >= 50;
+}
+is(scalar(grep { $_->[0] != 200 } @swap), 0,
+   scalar(@swap) . ' requests during the engine swap: none failed')
+    or diag(join ' ', map { "$_->[0]" } @swap);
+my @waited = grep { ($_->[2]{queue_time_ms} // 0) >= 50 } @swap;
+ok(@waited, scalar(@waited) . ' of them waited for the new engine '
+            . '(queue_time_ms >= 50)');
+ok(!grep({ $_->[2]{queue_time_ms} < 0.5 * $_->[1] } @waited),
+   'their wait is their queue time (queue_time_ms >= half the client\'s '
+   . 'time)') or diag(join ' ', map { "$_->[2]{queue_time_ms}/$_->[1]" } @waited);
 $deadline = time + 60;
 sleep 0.05 while loads($t) < 2 && time < $deadline;
 is(loads($t), 2, 'a second model load: the settings changed');
