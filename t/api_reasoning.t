@@ -454,6 +454,11 @@ $r = $t->post('/v1/responses', { input => 'Weather?', temperature => 0,
 is_deeply([ map { $_->{type} } @{ $r->{json}{output} } ],
           [ 'reasoning', 'function_call' ],
           'tools, responses: a reasoning item, then the function call');
+is($r->{json}{usage}{output_tokens_details}{reasoning_tokens}, $n_tr,
+   'tools, responses: reasoning_tokens');
+is($r->{json}{metrics}{output_token_metrics}{unclassified_token_count},
+   @{ $tc->[0] } - $n_tr + 1,
+   'tools, responses: the call\'s tokens unclassified');
 $t->done;
 
 # --- billing: aborted streams, llm_log_stats off -----------------------------
