@@ -154,47 +154,78 @@ llm_engine_publish(llm_engine *e)
 }
 
 
+/* Whether a turn has something to do; under mu. */
+static int
+llm_engine_has_work(const llm_engine *e)
+{
+    return e->submitted.n > 0 || e->wakeup || !e->idle;
+}
+
+
+/* One turn: the submissions so far, cancels and pauses, one step, its
+ * output published.  Called with mu held; returns with it released. */
+static void
+llm_engine_turn(llm_engine *e)
+{
+    llm_req_list  t = e->taken;
+    double        now;
+
+    /* swap the submission list out: the client keeps appending */
+    e->taken = e->submitted;
+    e->submitted = t;
+    e->submitted.n = 0;
+    e->wakeup = 0;
+    pthread_mutex_unlock(&e->mu);
+
+    llm_engine_take_submissions(e, e->taken.items, e->taken.n, llm_now());
+    e->taken.n = 0;
+    now = llm_now();
+    llm_engine_take_flags(e, now);
+    e->idle = !llm_engine_step(e, now);
+    llm_engine_publish(e);
+}
+
+
 static void *
 llm_engine_main(void *arg)
 {
     llm_engine    *e = arg;
-    llm_req_list   taken = { 0 };
     sigset_t       all;
-    double         now;
 
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
 
     for ( ;; ) {
         pthread_mutex_lock(&e->mu);
-        while (!e->stop && e->submitted.n == 0 && !e->wakeup && e->idle)
-        {
+        while (!e->stop && !llm_engine_has_work(e)) {
             pthread_cond_wait(&e->cv, &e->mu);
         }
         if (e->stop) {
             pthread_mutex_unlock(&e->mu);
             break;
         }
-        /* swap the submission list out: the client keeps appending */
-        {
-            llm_req_list  t = taken;
-
-            taken = e->submitted;
-            e->submitted = t;
-            e->submitted.n = 0;
-        }
-        e->wakeup = 0;
-        pthread_mutex_unlock(&e->mu);
-
-        llm_engine_take_submissions(e, taken.items, taken.n, llm_now());
-        taken.n = 0;
-        now = llm_now();
-        llm_engine_take_flags(e, now);
-        e->idle = !llm_engine_step(e, now);
-        llm_engine_publish(e);
+        llm_engine_turn(e);
     }
-    llm_req_list_free(&taken);
     return NULL;
+}
+
+
+int
+llm_engine_run(llm_engine *e)
+{
+    int  more;
+
+    if (!e->inline_loop) {
+        return 0;
+    }
+    pthread_mutex_lock(&e->mu);
+    if (llm_engine_has_work(e)) {
+        llm_engine_turn(e);
+        pthread_mutex_lock(&e->mu);
+    }
+    more = llm_engine_has_work(e);
+    pthread_mutex_unlock(&e->mu);
+    return more;
 }
 
 
@@ -308,6 +339,10 @@ llm_engine_create(const llm_engine_config *cfg, char *err)
     llm_sched_init(&e->sched, &sc, &e->blocks);
     llm_sampler_init(&e->sampler, c->vocab_size);
 
+    if (cfg->inline_loop) {
+        e->inline_loop = 1;
+        return e;
+    }
     if (pthread_create(&e->thread, NULL, llm_engine_main, e) != 0) {
         llm_errf(err, "cannot start the engine thread");
         goto fail;
@@ -361,6 +396,8 @@ llm_engine_destroy(llm_engine *e)
         pthread_cond_signal(&e->cv);
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
+    }
+    if (e->thread_started || e->inline_loop) {
         llm_engine_release_all(e);
     }
     if (e->backend) {
@@ -372,6 +409,7 @@ llm_engine_destroy(llm_engine *e)
     llm_sched_free(&e->sched);
     llm_req_list_free(&e->changed);
     llm_req_list_free(&e->submitted);
+    llm_req_list_free(&e->taken);
     llm_req_list_free(&e->ready);
     free(e->draining);
     free(e->draining_req);

@@ -38,6 +38,7 @@ struct llm_engine {
     llm_engine_stats    counters;           /* copied to stats on publish */
     int                 idle;               /* the last step computed
                                              * nothing: sleep until woken */
+    llm_req_list        taken;              /* submissions being taken */
 
     /* engine thread: the step's working memory (step.c) */
     llm_sampler         sampler;
@@ -56,6 +57,7 @@ struct llm_engine {
     /* submissions and wakeups, under mu */
     pthread_t           thread;
     int                 thread_started;
+    int                 inline_loop;        /* no thread: llm_engine_run() */
     pthread_mutex_t     mu;
     pthread_cond_t      cv;
     llm_req_list        submitted;

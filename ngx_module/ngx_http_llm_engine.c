@@ -650,8 +650,8 @@ ngx_http_llm_engine_process(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf,
     cfg.spec_tokens = (int) lmcf->spec_tokens;
     cfg.spec_lookup_min = (int) lmcf->spec_lookup_min;
     cfg.spec_lookup_max = (int) lmcf->spec_lookup_max;
-    cfg.notify = llm_server_notify;
-    cfg.notify_data = s;
+    /* the steps run in the server's loop: no engine thread to wake */
+    cfg.inline_loop = 1;
 
     e = s ? llm_engine_create(&cfg, err) : NULL;
 

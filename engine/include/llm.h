@@ -7,6 +7,8 @@
  * or the CLI) submits requests, cancels them and drains their output.  The
  * engine calls cfg.notify() on its own thread when output is ready; the client
  * then calls llm_engine_drain() on its thread.  Nothing blocks for long.
+ * With cfg.inline_loop there is no engine thread: the client's loop runs
+ * the steps itself (llm_engine_run()), as the engine process's server does.
  */
 #ifndef LLM_H
 #define LLM_H
@@ -38,6 +40,9 @@ typedef struct {
     /* called on the engine thread whenever llm_engine_drain() has work */
     void       (*notify)(void *data);
     void        *notify_data;
+    /* 1: no engine thread; the client's thread runs the steps with
+     * llm_engine_run() (the engine process's one loop) */
+    int          inline_loop;
 } llm_engine_config;
 
 
@@ -527,6 +532,13 @@ int llm_engine_cancel(llm_engine *e, llm_request *r);
 void llm_engine_set_paused(llm_engine *e, llm_request *r, int paused);
 void llm_request_release(llm_request *r);
 
+/* An engine with inline_loop: takes what was submitted, cancelled or
+ * paused, runs one step and publishes its output (drain it next); returns
+ * 1 while there is more to do (call again without waiting), 0 when idle
+ * until the next submission, cancel or resume.  0 at once for an engine
+ * with its own thread. */
+int llm_engine_run(llm_engine *e);
+
 /* Calls fn for every request with new output; call after notify(). */
 void llm_engine_drain(llm_engine *e, llm_output_fn fn, void *data);
 
@@ -641,8 +653,9 @@ void llm_server_attach(llm_server *s, llm_engine *e, int listen_fd);
 /* A connected client socket (a socketpair's end, in tests). */
 int llm_server_add_client(llm_server *s, int fd);
 /* One turn: waits at most timeout_ms for the engine, a client or extra_fd
- * (-1: none; a pidfd, say), then does what arrived.  Returns 1 when
- * extra_fd is readable, 0 otherwise. */
+ * (-1: none; a pidfd, say), then does what arrived; with an inline_loop
+ * engine, runs its step here (and waits not at all while it has work).
+ * Returns 1 when extra_fd is readable, 0 otherwise. */
 int llm_server_poll(llm_server *s, int timeout_ms, int extra_fd);
 /* Called with the engine's stats after a drain that finished a request,
  * before its outputs are written (so that whoever reads the stats after

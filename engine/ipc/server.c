@@ -3,7 +3,10 @@
  * of its own").  One thread: poll() on the engine's eventfd, the
  * listening socket and every client; a client's frames become engine
  * calls, the engine's outputs become frames to the client that submitted
- * them.  A client that goes away has all its requests cancelled at once,
+ * them.  An engine made with inline_loop has no thread of its own: its
+ * steps run here, between polls that do not wait while it has work, so a
+ * submission reaches the step and an output its socket without a thread
+ * hop.  A client that goes away has all its requests cancelled at once,
  * so their KV blocks are free at the engine's next step.
  */
 #define _GNU_SOURCE
@@ -47,6 +50,7 @@ struct llm_server {
     int          cap_conns;
     int          n_reqs;
     int          finished;      /* this drain finished a request */
+    int          busy;          /* an inline engine has more to do */
     int          changed;       /* output since the stats went out */
     double       stats_at;
     double       stats_interval;
@@ -445,7 +449,9 @@ llm_server_poll(llm_server *s, int timeout_ms, int extra_fd)
                            | (c->out.off < c->out.len ? POLLOUT : 0);
         n++;
     }
-    if (poll(s->pfd, (nfds_t) n, timeout_ms) < 0 && errno != EINTR) {
+    if (poll(s->pfd, (nfds_t) n, s->busy ? 0 : timeout_ms) < 0
+        && errno != EINTR)
+    {
         return 0;
     }
     if (s->pfd[1].fd >= 0 && (s->pfd[1].revents & (POLLIN | POLLHUP))) {
@@ -477,6 +483,7 @@ llm_server_poll(llm_server *s, int timeout_ms, int extra_fd)
         s->changed = 1;
     }
     if (s->e) {
+        s->busy = llm_engine_run(s->e);
         s->finished = 0;
         llm_engine_drain(s->e, llm_server_output, s);
         if (s->finished

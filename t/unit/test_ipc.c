@@ -185,8 +185,7 @@ server_main(void *arg)
     cfg.device = "cpu";
     cfg.threads = 2;
     cfg.max_model_len = 256;
-    cfg.notify = llm_server_notify;
-    cfg.notify_data = s;
+    cfg.inline_loop = 1;        /* as the engine process runs it */
     e = llm_engine_create(&cfg, err);
     if (s == NULL || e == NULL) {
         tap_diag("server: %s", err);
