@@ -339,18 +339,29 @@ my ($first_line) = grep { m{^/v1/chat/completions 200 } }
                    @{ $t->access_log };
 is(log_fields($first_line)->{content_ttft}, sprintf('%.3f', $content_ttft),
    'log: $llm_content_ttft_ms = the JSON value, three decimals');
-my ($cut) = grep { / completion=3 .*reasoning=3 / } @{ $t->access_log };
+my $cut = $t->wait_log_line(qr/ completion=3 .*reasoning=3 /, 10);
 is(log_fields($cut)->{content_ttft}, '-', 'log: no answer token: "-"');
 
-# Prometheus: the token counters are the sums of the requests' usage
-my ($sum_p, $sum_c) = (0, 0);
-for my $l (@{ $t->access_log }) {
-    my $f = log_fields($l);
-    next unless $l =~ m{^(/raw)?/v1/(chat/completions|responses) 200 };
-    $sum_p += $f->{prompt};
-    $sum_c += $f->{completion};
+# Prometheus: the token counters are the sums of the requests' usage.  Both
+# are views that settle after the response: a worker writes the access-log
+# line after the client has read the last byte, and the counters follow the
+# engine's publish, so a busy machine is given until they agree.
+my ($sum_p, $sum_c, $prom);
+my $deadline = time + 30;
+while (1) {
+    ($sum_p, $sum_c) = (0, 0);
+    for my $l (@{ $t->access_log }) {
+        my $f = log_fields($l);
+        next unless $l =~ m{^(/raw)?/v1/(chat/completions|responses) 200 };
+        $sum_p += $f->{prompt};
+        $sum_c += $f->{completion};
+    }
+    $prom = Prometheus::parse($t->get('/metrics')->{content});
+    last if ($prom->value('vllm:generation_tokens_total') // -1) == $sum_c
+            && ($prom->value('vllm:prompt_tokens_total') // -1) == $sum_p;
+    last if time > $deadline;
+    select(undef, undef, undef, 0.1);
 }
-my $prom = Prometheus::parse($t->get('/metrics')->{content});
 is($prom->value('vllm:generation_tokens_total'), $sum_c,
    "Prometheus: generation tokens = the requests' completion tokens ($sum_c)");
 is($prom->value('vllm:prompt_tokens_total'), $sum_p,
