@@ -28,6 +28,7 @@
  */
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
@@ -431,6 +432,8 @@ KSUFFIX(matmul)(const float *x, int ldx, int M, const llm_tensor *w, int n0,
             KSUFFIX(matmul_small)(LLM_DTYPE_F32, x, ldx, M, w, n0, n1, y,
                                   ldy);
             break;
+        default:
+            abort();
         }
         return;
     }
@@ -448,6 +451,8 @@ KSUFFIX(matmul)(const float *x, int ldx, int M, const llm_tensor *w, int n0,
             KSUFFIX(matmul_outer)(LLM_DTYPE_F32, x, ldx, M, w, n0, n1, y,
                                   ldy, scratch);
             break;
+        default:
+            abort();
         }
         return;
     }
@@ -464,6 +469,8 @@ KSUFFIX(matmul)(const float *x, int ldx, int M, const llm_tensor *w, int n0,
         KSUFFIX(matmul_blocked)(LLM_DTYPE_F32, x, ldx, M, w, n0, n1, y, ldy,
                                 scratch);
         break;
+    default:
+        abort();
     }
 }
 
@@ -578,6 +585,8 @@ KSUFFIX(row_to_f32)(float *out, const llm_tensor *w, int row)
     LLM_ROW_CASE(LLM_DTYPE_BF16)
     LLM_ROW_CASE(LLM_DTYPE_F16)
     LLM_ROW_CASE(LLM_DTYPE_F32)
+    default:
+        abort();
     }
 #undef LLM_ROW_CASE
 }

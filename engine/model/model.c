@@ -84,6 +84,8 @@ llm_loader_bind(llm_loader *ld, llm_tensor *out, const char *name, int rows,
             case LLM_DTYPE_BF16:
                 dst[i] = llm_bf16_to_f32(h[i]);
                 break;
+            default:            /* safetensors holds float types only */
+                abort();
             }
         }
         out->data = dst;

@@ -18,22 +18,6 @@
 #include "util/util.h"
 
 
-size_t
-llm_dtype_size(llm_dtype t)
-{
-    return t == LLM_DTYPE_F32 ? 4 : 2;
-}
-
-
-const char *
-llm_dtype_name(llm_dtype t)
-{
-    static const char  *names[] = { "F32", "F16", "BF16" };
-
-    return names[t];
-}
-
-
 static int
 llm_st_parse_dtype(const char *s, llm_dtype *t)
 {

@@ -9,14 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum {
-    LLM_DTYPE_F32 = 0,
-    LLM_DTYPE_F16,
-    LLM_DTYPE_BF16
-} llm_dtype;
+#include "dtype.h"
 
-size_t llm_dtype_size(llm_dtype t);
-const char *llm_dtype_name(llm_dtype t);
 
 #define LLM_MAX_DIMS 4
 
