@@ -16,6 +16,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/nginx";
 
+use File::Path qw(make_path);
 use Test::More;
 use Time::HiRes qw(time sleep);
 use NginxLLM;
@@ -31,6 +32,7 @@ $ENV{LLM_EMU_MEM} //= 1024 * 1024 * 1024;
 # the model: t/gpu/run.sh's tokenizer, the shapes of t/cuda_emu.t
 my $dir = "$BUILD/t-models/cuda-workers";
 unless (-f "$dir/config.json") {
+    make_path("$BUILD/t-models");
     my $tmp = "$dir.tmp$$";
     system('sh', '-c', "sed -n '/^mini_tokenizer() {/,/^}/p' "
            . "'$ROOT/t/gpu/run.sh' > '$tmp.sh' && . '$tmp.sh' "

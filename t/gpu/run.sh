@@ -12,7 +12,10 @@
 #      token (build/h200/gpu/e2e), and through `llm generate --device`;
 #      seeded sampling on the device against the host sampler on the same
 #      logits (LLM_CUDA_SAMPLE=0);
-#   4. benchmark on Llama-3.1-8B's shapes with weights generated on the GPU
+#   4. through nginx, when this machine has nginx and nginx-dev: the module
+#      built here and t/api_cuda_workers.t on the real library (one engine
+#      process for 4 workers, llm_device cuda:0);
+#   5. benchmark on Llama-3.1-8B's shapes with weights generated on the GPU
 #      (build/h200/gpu/bench): bandwidth and GEMM rate measured in the same
 #      run, single-stream decode, 1k-token prefill (TTFT), 64 streams, and
 #      a sampled decode step on the device against the logits path.
@@ -243,7 +246,35 @@ else
     row "e2e seeded sampling on cuda:0" "FAILED: device [$sd] ($rd) host [$sh] ($rh)"
 fi
 
-# ---- 4. benchmark ---------------------------------------------------------------
+# ---- 4. through nginx: llm_device cuda:0 with worker_processes 4 ------------
+# t/api_cuda_workers.t on the real library (issue 13): one engine process
+# opens the GPU once and serves every worker.  It needs Debian's nginx and
+# nginx-dev on this machine (the module is built against them); without them
+# the row says so and the status is unchanged (nothing here can install them).
+NGINX_BIN=${TEST_NGINX_BINARY:-/usr/sbin/nginx}
+if [ ! -x "$NGINX_BIN" ] \
+   || { [ ! -f /usr/share/nginx/src/conf_flags ] && [ -z "${NGINX_SRC:-}" ]; }; then
+    row "nginx, 4 workers on cuda:0" "not run: no nginx + nginx-dev on this machine"
+elif ! timeout "$(left 90)" make BUILD=$B module \
+         >> "$LOG/build.log" 2>&1; then
+    STATUS=1
+    row "nginx, 4 workers on cuda:0" "FAILED: the module does not build, see build.log"
+else
+    LLM_BUILD=$PWD/$B LLM_ROOT=$PWD timeout "$(left 120)" \
+        perl t/api_cuda_workers.t > "$LOG/nginx.log" 2>&1
+    rc=$?
+    fails=$(grep -c '^not ok' "$LOG/nginx.log")
+    oks=$(grep -c '^ok' "$LOG/nginx.log")
+    if [ $rc -eq 0 ] && [ "$fails" -eq 0 ] && [ "$oks" -gt 0 ]; then
+        row "nginx, 4 workers on cuda:0" "ok: $oks checks (one engine, one load, ids = the CPU's)"
+    else
+        STATUS=1
+        row "nginx, 4 workers on cuda:0" "FAILED (rc $rc), $fails of $((oks + fails)) checks:"
+        grep -E '^not ok|^# ' "$LOG/nginx.log" | head -n 8 | cut -c1-200 >> "$SUMMARY"
+    fi
+fi
+
+# ---- 5. benchmark ---------------------------------------------------------------
 timeout "$(left 240)" $BENCH > "$LOG/bench.log" 2>&1
 rc=$?
 if [ $rc -ne 0 ]; then
