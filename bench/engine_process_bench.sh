@@ -8,7 +8,11 @@
 #         one engine inside each worker), worker_processes BASE_WORKERS (1)
 #   new   BUILD's module, worker_processes NEW_WORKERS (4)
 #
-#   1. requests/s of a 1-token completion (wrk, CONNS connections each);
+#   1. requests/s of a 1-token completion (wrk, CONNS connections each),
+#      and requests per CPU-second the instance spent (its workers' and
+#      engine process's user + system time, from /proc): the cost of a
+#      request, which does not depend on how the machine's cores were
+#      shared between the two instances and whatever else runs;
 #   2. aggregate streaming tokens/s, STREAMS concurrent streams of GEN
 #      tokens each (bench/nginx_streams.mjs, closed loops).
 #
@@ -80,9 +84,26 @@ start base "$BASE_SO" "${BASE_WORKERS:-1}" $BP
 start new "$BUILD/ngx_http_llm_module.so" "${NEW_WORKERS:-4}" $NP
 trap 'for n in base new; do kill -QUIT $(cat "$OUT/engine-process-$n/logs/nginx.pid") 2>/dev/null || true; done' EXIT
 
+# cpu_ticks PORT: user + system clock ticks of the instance on PORT so far:
+# its master's children (the workers, and the in-worker engine's threads)
+# and the engine process it logged (the new module only)
+cpu_ticks() {
+    _p=$OUT/engine-process-$([ "$1" = "$BP" ] && echo base || echo new)
+    _pids="$(pgrep -P "$(cat "$_p/logs/nginx.pid")") $(sed -n \
+        's/.*llm: engine process \([0-9]*\): loading.*/\1/p' \
+        "$_p/logs/error.log" | tail -n 1)"
+    for _x in $_pids; do
+        cat "/proc/$_x/stat" 2>/dev/null || true
+    done | awk '{ sub(/^.*\) /, ""); t += $12 + $13 } END { print t + 0 }'
+}
+
+# rps PORT: wrk's summary with the CPU seconds the instance spent on it
 rps() {
-    wrk -t1 -c"$CONNS" -d"${SECS}s" -s bench/wrk_completion.lua \
-        "http://127.0.0.1:$1/v1/completions" | tail -1
+    _t0=$(cpu_ticks "$1")
+    _r=$(wrk -t1 -c"$CONNS" -d"${SECS}s" -s bench/wrk_completion.lua \
+        "http://127.0.0.1:$1/v1/completions" | tail -1)
+    _t1=$(cpu_ticks "$1")
+    echo "$_r" | sed "s/}\$/, \"cpu_s\": $(echo "($_t1 - $_t0) / $(getconf CLK_TCK)" | bc -l)}/"
 }
 
 streams() {
@@ -124,11 +145,15 @@ def val(r):
     x = r["result"]
     return x["requests"] / x["seconds"] if "requests" in x else x["tokens_per_s"]
 out = {"base_workers": int(sys.argv[3]), "new_workers": int(sys.argv[4])}
-for test in ("rps", "streams"):
+def per_cpu_s(r):
+    x = r["result"]
+    return x["requests"] / x["cpu_s"]
+for test, f in (("rps", val), ("streams", val), ("rps_per_cpu_s", per_cpu_s)):
+    kind = "rps" if test == "rps_per_cpu_s" else test
     ratios, base, new = [], [], []
     for rd in sorted({r["round"] for r in rows}):
-        b = [val(r) for r in rows if r["round"] == rd and r["test"] == test and r["side"] == "base"][0]
-        n = [val(r) for r in rows if r["round"] == rd and r["test"] == test and r["side"] == "new"][0]
+        b = [f(r) for r in rows if r["round"] == rd and r["test"] == kind and r["side"] == "base"][0]
+        n = [f(r) for r in rows if r["round"] == rd and r["test"] == kind and r["side"] == "new"][0]
         base.append(b); new.append(n); ratios.append(n / b)
     out[test] = {"base": statistics.median(base), "new": statistics.median(new),
                  "ratio_median": statistics.median(ratios),
