@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "llm.h"
+#include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/util.h"
 
@@ -88,8 +89,7 @@ llm_cmd_tokenize(int argc, char **argv)
         len = strlen(text);
     }
 
-    t = llm_tokenizer_load(model, err);
-    if (t == NULL) {
+    if (llm_model_text_load(model, &t, NULL, err) != 0) {
         free(data);
         return llm_cli_fail("%s", err);
     }
@@ -164,8 +164,7 @@ llm_cmd_detokenize(int argc, char **argv)
         free(ids);
         return llm_cli_fail("detokenize: --model DIR is required");
     }
-    t = llm_tokenizer_load(model, err);
-    if (t == NULL) {
+    if (llm_model_text_load(model, &t, NULL, err) != 0) {
         free(ids);
         return llm_cli_fail("%s", err);
     }
