@@ -90,8 +90,10 @@ llm_cmd_template(int argc, char **argv)
     if (t == NULL) {
         if (err[0] == '\0') {
             llm_cli_fail("%s: the model has no chat template "
-                         "(no chat_template.jinja, no \"chat_template\" in "
-                         "tokenizer_config.json)", model);
+                         "(%s)", model, llm_model_path_is_gguf(model)
+                         ? "no tokenizer.chat_template"
+                         : "no chat_template.jinja, no \"chat_template\" "
+                           "in tokenizer_config.json");
         } else {
             llm_cli_fail("%s", err);
         }

@@ -245,7 +245,9 @@ llm_gguf_spm_merges(const llm_gguf_tk *k, FILE *f)
             n++;
         }
     }
-    qsort(v, n, sizeof(*v), llm_gguf_merge_cmp);
+    if (n > 0) {
+        qsort(v, n, sizeof(*v), llm_gguf_merge_cmp);
+    }
     for (i = 0; i < n; i++) {
         fputs(i ? ",[" : "[", f);
         llm_json_put_str(f, k->tok[v[i].id].p, v[i].split);

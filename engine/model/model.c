@@ -1,9 +1,10 @@
 /*
- * model.c -- loads a Hugging Face model directory into an llm_model.
+ * model.c -- loads a Hugging Face model directory, or a GGUF file
+ * (model_gguf.c), into an llm_model.
  *
- * Matrices stay in the mmapped safetensors in their stored dtype (bf16, f16
- * or f32); norm weights and biases, which are tiny and read often, are
- * converted to f32 once.
+ * Matrices stay in the mmapped safetensors or GGUF file in their stored
+ * dtype (bf16, f16 or f32); norm weights and biases, which are tiny and
+ * read often, are converted to f32 once.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -50,9 +51,6 @@ llm_loader_find(llm_loader *ld, const char *name, llm_src_tensor *out)
         out->n_dims = g->n_dims;
         out->shape[0] = g->n_dims > 1 ? g->ne[1] : g->ne[0];
         out->shape[1] = g->n_dims > 1 ? g->ne[0] : 0;
-        if (g->n_dims > 2 && (g->ne[2] != 1 || g->ne[3] != 1)) {
-            out->n_dims = 3;
-        }
         out->data = g->data;
         return 1;
     }

@@ -138,6 +138,8 @@ def write_vocab(w, model_dir, n_vocab):
         w.add_bos_token_id(tid(tc.get('bos_token')))
     if tid(tc.get('eos_token')) is not None:
         w.add_eos_token_id(tid(tc.get('eos_token')))
+    if isinstance(tc.get('chat_template'), str):
+        w.add_chat_template(tc['chat_template'])
     pp = json.dumps(tj.get('post_processor'))
     w.add_add_bos_token(bool(tc.get('add_bos_token', '<|begin_of_text|>' in pp)))
 
