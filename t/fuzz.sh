@@ -68,7 +68,7 @@ esac
 
 BIN=$OUT/fuzz_$TARGET
 # shellcheck disable=SC2086 # SRC and LIBS are lists
-if [ ! -x "$BIN" ] || [ -n "$(find $SRC engine -name "*.h" -newer "$BIN" 2>/dev/null)" ]; then
+if [ ! -x "$BIN" ] || [ -n "$(find $SRC engine \( -name "*.c" -o -name "*.h" \) -newer "$BIN" 2>/dev/null)" ]; then
     "$CC" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
         -Iengine/include -Iengine -o "$BIN" $SRC $LIBS
 fi

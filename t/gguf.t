@@ -19,7 +19,9 @@ t/ref/hf_to_gguf.py (llama.cpp's gguf-py) to f32 and to f16 or bf16 GGUFs:
   * the chat template from the file renders as the directory's;
   * the tokenizer from the file gives Hugging Face's ids (npm tokenizers on the original
     tokenizer.json) over the tokenizer corpus, with and without special tokens;
-  * truncated, corrupt, unknown-type and quantized-type files fail with one clear message;
+  * truncated, corrupt, unknown-type and quantized-type files, and files with an unsupported
+    architecture, rope scaling or tokenizer, a missing key or tensor, fail with one clear
+    message;
   * a bounded libFuzzer run of the GGUF reader (t/fuzz.sh gguf).
 
 Tolerances, max |delta| <= rel x max|llama.cpp logit|: f32 1e-4 (float32 on both sides up to
@@ -100,7 +102,8 @@ def check_greedy(label, lc, gguf, tol_rel, hf_ids):
     # the first divergence is acceptable only where llama.cpp had a near-tie
     tol = tol_rel * steps[n]['max']
     ok(steps[n]['gap'] <= 2 * tol, f'{label}: greedy ids equal llama.cpp\'s up to a near-tie at '
-       f'step {n}', f"gap {steps[n]['gap']:.3g}\nengine {ids}\nllama  {want}")
+       f"step {n} (llama.cpp's top two {steps[n]['gap']:.3g} apart <= 2 x tol {2 * tol:.3g})",
+       f'engine {ids}\nllama  {want}')
 
 
 def check_tokenizer(label, gguf, model_dir, tmp):
@@ -185,6 +188,50 @@ def check_errors(gguf, tmp):
                  ['blk.0.attn_v.weight', 'type 1000', 'not supported'])
 
 
+def small_gguf(path, arch='llama', keys=None, drop=(), tensors=('token_embd.weight',),
+               tok=None):
+    """A metadata-only GGUF of a 1-layer model (gguf-py): KEYS added, DROP left out."""
+    import gguf
+    w = gguf.GGUFWriter(path, arch)
+    kv = {'embedding_length': 8, 'block_count': 1, 'feed_forward_length': 16,
+          'attention.head_count': 2}
+    for k, v in kv.items():
+        if k not in drop:
+            w.add_uint32(f'{arch}.{k}', v)
+    for k, v in (keys or {}).items():
+        w.add_string(k, v) if isinstance(v, str) else w.add_uint32(k, v)
+    tokens = ['a', 'b', 'c', 'ab']
+    w.add_tokenizer_model(tok or 'gpt2')
+    w.add_tokenizer_pre('llama-bpe')
+    w.add_token_list(tokens)
+    w.add_token_merges(['a b'])
+    for name in tensors:
+        w.add_tensor(name, np.zeros((len(tokens), 8), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def check_metadata_errors(tmp):
+    p = lambda name: os.path.join(tmp, name + '.gguf')  # noqa: E731
+    expect_error('an unsupported architecture', small_gguf(p('gemma'), arch='gemma'),
+                 ['unsupported architecture "gemma"'])
+    expect_error('a missing key', small_gguf(p('nolayers'), drop=('block_count',)),
+                 ['the metadata has no llama.block_count'])
+    expect_error('a rope scaling other than llama3\'s',
+                 small_gguf(p('yarn'), keys={'llama.rope.scaling.type': 'yarn'}),
+                 ['llama.rope.scaling.type "yarn" is not supported'])
+    expect_error('no token embedding', small_gguf(p('noembd'), tensors=()),
+                 ['token_embd.weight is missing'])
+    expect_error('a missing tensor', small_gguf(p('notensor')),
+                 ['tensor blk.0.attn_norm.weight is missing from the file'])
+    q = run([LLM, 'tokenize', '--model', small_gguf(p('bert'), tok='bert'), 'x'])
+    ok(q.returncode != 0 and 'tokenizer.ggml.model "bert" is not supported' in q.stderr,
+       f'an unsupported tokenizer model: {q.stderr.strip()}')
+
+
 def main():
     if not os.access(LLM, os.X_OK):
         bail_out(f'{LLM} not built')
@@ -240,6 +287,7 @@ def main():
                         check_tokenizer(label, gguf, d, d)
                     if name.startswith('mistral'):
                         check_errors(gguf, d)
+                        check_metadata_errors(d)
             shutil.rmtree(d, ignore_errors=True)
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)

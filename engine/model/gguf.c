@@ -334,7 +334,12 @@ llm_gguf_place_tensor(llm_gguf_cur *c, llm_gguf *g, llm_gguf_tensor *t,
                              t->name.p, (long long) t->ne[0],
                              llm_dtype_name(dt), block);
     }
-    /* rows * row <= the element count * 4 bytes: checked, no overflow */
+    if ((uint64_t) t->ne[0] / (uint64_t) block
+        > SIZE_MAX / llm_dtype_block_bytes(dt))
+    {
+        return llm_gguf_fail(c, "tensor %.*s: a row of %lld elements is too "
+                             "long", nlen, t->name.p, (long long) t->ne[0]);
+    }
     row = llm_dtype_row_bytes(dt, (size_t) t->ne[0]);
     for (i = 1; i < (size_t) t->n_dims; i++) {
         rows *= (size_t) t->ne[i];
@@ -451,6 +456,7 @@ llm_gguf_parse(const void *buf, size_t len, const char *name, char *err)
     }
     switch (llm_gguf_get_int(g, "general.alignment", &align, err)) {
     case -1:
+        llm_gguf_fail(&c, "general.alignment must be a power of two (u32)");
         goto fail;
     case 1:
         if (llm_gguf_find(g, "general.alignment")->type != LLM_GGUF_U32

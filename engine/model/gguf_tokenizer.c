@@ -8,14 +8,16 @@
  * original model says for the same rules, and the engine's tokenizer (which
  * is checked against Hugging Face's) loads it:
  *
- *   "gpt2"   byte-level BPE: the vocabulary less the control and
- *            user-defined tokens, which become added tokens (special for
- *            control); the merges as stored; the regex pre-tokenizer the
- *            "pre" name stands for; ignore_merges for Llama 3's.
+ *   "gpt2"   byte-level BPE: the vocabulary less the control, unknown and
+ *            user-defined tokens, which become added tokens (special but
+ *            the user-defined); the merges as stored; the regex
+ *            pre-tokenizer the "pre" name stands for; ignore_merges for
+ *            Llama 3's.
  *   "llama"  SentencePiece-style BPE with byte fallback: "▁" for spaces
  *            (prepended unless add_space_prefix is false), and the merges
  *            that transformers derives from the scores (every split of a
- *            piece into two pieces, ordered by the piece's score).
+ *            piece into two pieces, ordered by the piece's score); every
+ *            token in the vocabulary, the same added tokens as "gpt2".
  *
  * BOS/EOS come through a tokenizer_config.json whose add_bos_token and
  * add_eos_token are the file's (LlamaTokenizerFast's rule).
@@ -105,12 +107,15 @@ llm_gguf_tk_type(const llm_gguf_tk *k, uint64_t id)
 }
 
 
+/* the tokens matched in the text before the model runs (llama.cpp's
+ * special-token cache): HF's added tokens */
 static int
 llm_gguf_tk_added(const llm_gguf_tk *k, uint64_t id)
 {
     int  t = llm_gguf_tk_type(k, id);
 
-    return t == LLM_TT_CONTROL || t == LLM_TT_USER_DEFINED;
+    return t == LLM_TT_CONTROL || t == LLM_TT_USER_DEFINED
+           || t == LLM_TT_UNKNOWN;
 }
 
 
@@ -300,7 +305,8 @@ llm_gguf_write_added(const llm_gguf_tk *k, FILE *f)
         llm_json_put_str(f, k->tok[id].p, k->tok[id].len);
         fprintf(f, ",\"single_word\":false,\"lstrip\":false,"
                 "\"rstrip\":false,\"normalized\":false,\"special\":%s}",
-                llm_gguf_tk_type(k, id) == LLM_TT_CONTROL ? "true" : "false");
+                llm_gguf_tk_type(k, id) != LLM_TT_USER_DEFINED ? "true"
+                                                               : "false");
         first = 0;
     }
     fputs("]", f);
