@@ -12,6 +12,8 @@ t/ref/hf_to_gguf.py (llama.cpp's gguf-py) to f32 and to f16 or bf16 GGUFs:
     llama3 rope scaling, within 1e-4 relative instead: the file stores the scaling as float32
     divisors per frequency (rope_freqs), HF computes the scaled frequencies in double, so a
     frequency may differ in its last bit (measured: 4.4e-7 relative on the logits);
+  * the same on the CUDA backend, run on its CPU emulator (build/emu/libllm_cuda.so), for the
+    files of the directory's own type, where the head size allows it (a multiple of 16);
   * within a stated tolerance of llama.cpp's logits on the same file (t/ref/llama_logits.c),
     argmax equal except where llama.cpp's top two are within 2 x the tolerance;
   * greedy: 32 tokens of `llm generate --temperature 0` equal llama.cpp's greedy continuation of
@@ -76,6 +78,27 @@ def test_ids(name, vocab, bos, n):
     if bos is not None:
         ids[0] = bos
     return ids
+
+
+EMU_LIB = os.path.join(BUILD, 'emu', 'libllm_cuda.so')
+EMU_ENV = dict(os.environ, LLM_CUDA_LIBRARY=EMU_LIB, LLM_EMU_MEM=str(1 << 30))
+
+
+def emu_usable(cfg):
+    """The CUDA backend built against its CPU emulator (make unit), for head sizes it runs."""
+    hd = cfg.get('head_dim') or cfg['hidden_size'] // cfg['num_attention_heads']
+    return os.path.exists(EMU_LIB) and hd % 16 == 0
+
+
+def check_emulated_cuda(label, gguf, model_dir, ids, vocab):
+    out = []
+    for m in (gguf, model_dir):
+        p = run([LLM, 'logits', '--model', m, '--device', 'cuda:0', '--ids',
+                 ','.join(map(str, ids)), '--out', m + '.emu.f32'], env=EMU_ENV)
+        out.append(compare.load(m + '.emu.f32', vocab) if p.returncode == 0 else p.stderr)
+    ok(all(isinstance(x, np.ndarray) for x in out) and np.array_equal(out[0], out[1]),
+       f'{label}: the CUDA backend (emulated) gives the directory\'s logits bit for bit',
+       str(out[0] if not isinstance(out[0], np.ndarray) else out[1])[:500])
 
 
 def check_greedy(label, lc, gguf, tol_rel, hf_ids):
@@ -271,6 +294,9 @@ def main():
                     ok(hf is not None and np.array_equal(got, hf),
                        f'{label}: logits bit-identical to the directory\'s',
                        None if hf is None else f'max |d| {np.abs(got - hf).max():.3g}')
+                    # the device keeps the stored type: the same type, the same logits
+                    if t == hf_dtype(opts) and emu_usable(cfg):
+                        check_emulated_cuda(label, gguf, d, ids, vocab)
                 ref = llamacpp_run(lc, gguf, ids, gguf + '.llama.f32')
                 if ok(ref.returncode == 0, f'{label}: llama.cpp logits', ref.stderr.strip()):
                     want = compare.load(gguf + '.llama.f32', vocab)

@@ -28,6 +28,9 @@ typedef struct {
     char           *err;
 } llm_gguf_cur;
 
+/* a name from the file in a message: "%.*s", at most 200 bytes of it */
+#define LLM_GGUF_SHOW(s)  (int) ((s).len > 200 ? 200 : (s).len), (s).p
+
 
 /* ggml_type numbers (ggml.h); the gaps are retired types */
 static const char *const  llm_ggml_names[] = {
@@ -137,11 +140,10 @@ llm_gguf_value(llm_gguf_cur *c, llm_gguf_kv *kv)
 {
     uint32_t  elem;
     uint64_t  i;
-    int       klen = (int) (kv->key.len > 200 ? 200 : kv->key.len);
 
     if (kv->type >= LLM_GGUF_TYPE_COUNT) {
-        return llm_gguf_fail(c, "key %.*s: unknown value type %u", klen,
-                             kv->key.p, kv->type);
+        return llm_gguf_fail(c, "key %.*s: unknown value type %u",
+                             LLM_GGUF_SHOW(kv->key), kv->type);
     }
     if (kv->type == LLM_GGUF_STRING) {
         kv->str = &kv->s;
@@ -160,13 +162,13 @@ llm_gguf_value(llm_gguf_cur *c, llm_gguf_kv *kv)
     }
     if (elem >= LLM_GGUF_TYPE_COUNT || elem == LLM_GGUF_ARRAY) {
         return llm_gguf_fail(c, "key %.*s: unsupported array element type "
-                             "%u", klen, kv->key.p, elem);
+                             "%u", LLM_GGUF_SHOW(kv->key), elem);
     }
     kv->elem = (llm_gguf_type) elem;
     if (elem != LLM_GGUF_STRING) {
         if (kv->n > (c->len - c->pos) / llm_gguf_sizes[elem]) {
             return llm_gguf_fail(c, "key %.*s: truncated: an array of %llu "
-                                 "elements", klen, kv->key.p,
+                                 "elements", LLM_GGUF_SHOW(kv->key),
                                  (unsigned long long) kv->n);
         }
         kv->data = llm_gguf_need(c, kv->n * llm_gguf_sizes[elem], "array");
@@ -175,7 +177,7 @@ llm_gguf_value(llm_gguf_cur *c, llm_gguf_kv *kv)
     /* each string takes at least its 8-byte length */
     if (kv->n > (c->len - c->pos) / 8) {
         return llm_gguf_fail(c, "key %.*s: truncated: an array of %llu "
-                             "strings", klen, kv->key.p,
+                             "strings", LLM_GGUF_SHOW(kv->key),
                              (unsigned long long) kv->n);
     }
     kv->str = llm_xmalloc((size_t) (kv->n ? kv->n : 1)
@@ -256,9 +258,7 @@ llm_gguf_read_kvs(llm_gguf_cur *c, llm_gguf *g)
     for (i = 1; i < g->n_kv; i++) {
         if (llm_gguf_str_cmp(&sorted[i - 1]->key, &sorted[i]->key) == 0) {
             rc = llm_gguf_fail(c, "duplicate key %.*s",
-                               (int) (sorted[i]->key.len > 200
-                                      ? 200 : sorted[i]->key.len),
-                               sorted[i]->key.p);
+                               LLM_GGUF_SHOW(sorted[i]->key));
             break;
         }
     }
@@ -281,8 +281,8 @@ llm_gguf_read_tensor_info(llm_gguf_cur *c, llm_gguf_tensor *t)
     }
     if (n_dims == 0 || n_dims > LLM_GGUF_MAX_DIMS) {
         return llm_gguf_fail(c, "tensor %.*s: %u dimensions (1 to %d)",
-                             (int) (t->name.len > 200 ? 200 : t->name.len),
-                             t->name.p, n_dims, LLM_GGUF_MAX_DIMS);
+                             LLM_GGUF_SHOW(t->name), n_dims,
+                             LLM_GGUF_MAX_DIMS);
     }
     t->n_dims = (int) n_dims;
     for (i = 0; i < LLM_GGUF_MAX_DIMS; i++) {
@@ -295,8 +295,7 @@ llm_gguf_read_tensor_info(llm_gguf_cur *c, llm_gguf_tensor *t)
         if (ne > (uint64_t) INT64_MAX || (ne != 0 && total > INT64_MAX / ne))
         {
             return llm_gguf_fail(c, "tensor %.*s: dimensions overflow",
-                                 (int) (t->name.len > 200
-                                        ? 200 : t->name.len), t->name.p);
+                                 LLM_GGUF_SHOW(t->name));
         }
         t->ne[i] = (int64_t) ne;
         total *= ne;
@@ -311,7 +310,6 @@ llm_gguf_place_tensor(llm_gguf_cur *c, llm_gguf *g, llm_gguf_tensor *t,
     uint64_t off, const uint8_t *data, size_t len)
 {
     size_t    i, rows = 1, row;
-    int       nlen = (int) (t->name.len > 200 ? 200 : t->name.len);
     int       block;
     llm_dtype dt;
 
@@ -330,15 +328,16 @@ llm_gguf_place_tensor(llm_gguf_cur *c, llm_gguf *g, llm_gguf_tensor *t,
     block = llm_dtype_block(dt);
     if (t->ne[0] % block != 0) {
         return llm_gguf_fail(c, "tensor %.*s: a row of %lld elements is not "
-                             "a whole number of %s blocks (%d)", nlen,
-                             t->name.p, (long long) t->ne[0],
+                             "a whole number of %s blocks (%d)",
+                             LLM_GGUF_SHOW(t->name), (long long) t->ne[0],
                              llm_dtype_name(dt), block);
     }
     if ((uint64_t) t->ne[0] / (uint64_t) block
         > SIZE_MAX / llm_dtype_block_bytes(dt))
     {
         return llm_gguf_fail(c, "tensor %.*s: a row of %lld elements is too "
-                             "long", nlen, t->name.p, (long long) t->ne[0]);
+                             "long", LLM_GGUF_SHOW(t->name),
+                             (long long) t->ne[0]);
     }
     row = llm_dtype_row_bytes(dt, (size_t) t->ne[0]);
     for (i = 1; i < (size_t) t->n_dims; i++) {
@@ -346,7 +345,7 @@ llm_gguf_place_tensor(llm_gguf_cur *c, llm_gguf *g, llm_gguf_tensor *t,
     }
     if (off % g->alignment != 0) {
         return llm_gguf_fail(c, "tensor %.*s: offset %llu is not a multiple "
-                             "of the alignment %u", nlen, t->name.p,
+                             "of the alignment %u", LLM_GGUF_SHOW(t->name),
                              (unsigned long long) off, g->alignment);
     }
     if ((row != 0 && rows > SIZE_MAX / row) || off > len
@@ -354,7 +353,7 @@ llm_gguf_place_tensor(llm_gguf_cur *c, llm_gguf *g, llm_gguf_tensor *t,
     {
         return llm_gguf_fail(c, "tensor %.*s: its data (%lld x %lld %s at "
                              "offset %llu) lies beyond the end of the file",
-                             nlen, t->name.p, (long long) t->ne[0],
+                             LLM_GGUF_SHOW(t->name), (long long) t->ne[0],
                              (long long) rows, llm_dtype_name(dt),
                              (unsigned long long) off);
     }
@@ -408,9 +407,7 @@ llm_gguf_read_tensors(llm_gguf_cur *c, llm_gguf *g)
             == 0)
         {
             llm_gguf_fail(c, "duplicate tensor %.*s",
-                          (int) (g->tensors[i].name.len > 200
-                                 ? 200 : g->tensors[i].name.len),
-                          g->tensors[i].name.p);
+                          LLM_GGUF_SHOW(g->tensors[i].name));
             goto done;
         }
     }

@@ -100,7 +100,7 @@ struct llm_model {
     int                    n_files;
     llm_gguf              *gguf;             /* a GGUF file instead */
     float                 *f32_store;        /* converted vectors */
-    void                 **owned;            /* GGUF llama: un-permuted q/k */
+    void                 **owned;            /* GGUF: un-permuted q/k, ... */
     int                    n_owned;
 };
 

@@ -5,6 +5,7 @@
  * Hugging Face's order.  The tensors are bound by model.c, the tokenizer
  * described by gguf_tokenizer.c.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,16 @@
 #include "model.h"
 #include "gguf_tokenizer.h"
 #include "util/util.h"
+
+
+/* memory freed with the model */
+static void
+llm_model_own(llm_model *m, void *p)
+{
+    m->owned = llm_xrealloc(m->owned, (size_t) (m->n_owned + 1)
+                                      * sizeof(void *));
+    m->owned[m->n_owned++] = p;
+}
 
 
 int
@@ -210,24 +221,35 @@ llm_gguf_config(llm_model *m, char *err)
 }
 
 
-/* rope_freqs.weight: head_dim / 2 float32 divisors. */
+/* rope_freqs.weight: head_dim / 2 float32 divisors, copied (the file's
+ * alignment may be 1) */
 static int
 llm_gguf_rope_freqs(llm_model *m, char *err)
 {
     const llm_gguf_tensor  *t;
+    float                  *f;
+    int                     i, n = m->config.head_dim / 2;
 
     t = llm_gguf_find_tensor(m->gguf, "rope_freqs.weight");
     if (t == NULL) {
         return 0;
     }
-    if (t->dtype != LLM_DTYPE_F32 || t->n_dims != 1
-        || t->ne[0] != m->config.head_dim / 2)
-    {
+    if (t->dtype != LLM_DTYPE_F32 || t->n_dims != 1 || t->ne[0] != n) {
         llm_errf(err, "%s: rope_freqs.weight must be %d F32 values", m->dir,
-                 m->config.head_dim / 2);
+                 n);
         return -1;
     }
-    m->config.rope_freq_factors = t->data;    /* aligned: offsets are */
+    f = llm_xmalloc((size_t) n * sizeof(float));
+    memcpy(f, t->data, (size_t) n * sizeof(float));
+    llm_model_own(m, f);
+    for (i = 0; i < n; i++) {
+        if (!(f[i] > 0 && f[i] < INFINITY)) {
+            llm_errf(err, "%s: rope_freqs.weight[%d] is %g (must be "
+                     "positive)", m->dir, i, (double) f[i]);
+            return -1;
+        }
+    }
+    m->config.rope_freq_factors = f;
     return 0;
 }
 
@@ -388,8 +410,6 @@ llm_gguf_unpermute(llm_model *m, llm_tensor *t, int n_head)
             }
         }
     }
-    m->owned = llm_xrealloc(m->owned, (size_t) (m->n_owned + 1)
-                                      * sizeof(void *));
-    m->owned[m->n_owned++] = dst;
+    llm_model_own(m, dst);
     t->data = dst;
 }
