@@ -44,6 +44,20 @@ llm_tokenize_read_all(FILE *f, size_t *len)
 }
 
 
+/* [id,id,...] and a newline */
+static void
+llm_tokenize_print(const int32_t *ids, int n)
+{
+    int  i;
+
+    putchar('[');
+    for (i = 0; i < n; i++) {
+        printf(i ? ",%d" : "%d", ids[i]);
+    }
+    puts("]");
+}
+
+
 /* One id list per line of hex-encoded text: many texts, one load. */
 static int
 llm_tokenize_hex_lines(const llm_tokenizer *t, char *data, size_t len,
@@ -52,7 +66,7 @@ llm_tokenize_hex_lines(const llm_tokenizer *t, char *data, size_t len,
     char     *line, *end, err[LLM_ERR_LEN];
     char     *text;
     size_t    i, n;
-    int       k, n_ids;
+    int       n_ids;
     int32_t  *ids;
     unsigned  byte;
 
@@ -79,11 +93,7 @@ llm_tokenize_hex_lines(const llm_tokenizer *t, char *data, size_t len,
         if (n_ids < 0) {
             return llm_cli_fail("tokenize: %s", err);
         }
-        putchar('[');
-        for (k = 0; k < n_ids; k++) {
-            printf(k ? ",%d" : "%d", ids[k]);
-        }
-        puts("]");
+        llm_tokenize_print(ids, n_ids);
         free(ids);
     }
     return 0;
@@ -159,11 +169,7 @@ llm_cmd_tokenize(int argc, char **argv)
         llm_tokenizer_free(t);
         return llm_cli_fail("tokenize: %s", err);
     }
-    putchar('[');
-    for (i = 0; i < n; i++) {
-        printf(i ? ",%d" : "%d", ids[i]);
-    }
-    puts("]");
+    llm_tokenize_print(ids, n);
     free(ids);
     llm_tokenizer_free(t);
     return 0;
