@@ -58,7 +58,7 @@ CUDA_TEST_OBJS = $(patsubst %.c,$(BUILD)/%.o,cuda/cu_ref.c cuda/cu_testmodel.c)
 CUDA_CU_OBJS   = $(patsubst %.cu,$(BUILD)/%.o,$(wildcard cuda/*.cu))
 CUDA_LIBS      = -Xlinker -rpath=$(CUDA_HOME)/lib64 -lcublas -lcublasLt
 
-.PHONY: all lib cli module unit test run deps asan clean bench fuzz-jinja fuzz-tokenizer fuzz-http \
+.PHONY: all lib cli module unit test run deps asan clean bench fuzz-jinja fuzz-tokenizer fuzz-gguf fuzz-http \
 	check-layers test-build test-under-load demo-model \
 	template-bench cuda
 
@@ -216,7 +216,7 @@ bench: all
 # libFuzzer runs over the chat template engine (docs/chat-templates.md) and
 # the tokenizer (docs/tokenizer.md).
 FUZZ_SECONDS ?= 60
-fuzz-jinja fuzz-tokenizer:
+fuzz-jinja fuzz-tokenizer fuzz-gguf:
 	t/fuzz.sh $(@:fuzz-%=%) $(BUILD) $(FUZZ_SECONDS)
 
 # The HTTP-level fuzzer of t/api_fuzz.t, longer and with a new seed each

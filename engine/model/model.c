@@ -1,9 +1,10 @@
 /*
- * model.c -- loads a Hugging Face model directory into an llm_model.
+ * model.c -- loads a Hugging Face model directory, or a GGUF file
+ * (model_gguf.c), into an llm_model.
  *
- * Matrices stay in the mmapped safetensors in their stored dtype (bf16, f16
- * or f32); norm weights and biases, which are tiny and read often, are
- * converted to f32 once.
+ * Matrices stay in the mmapped safetensors or GGUF file in their stored
+ * dtype (bf16, f16 or f32); norm weights and biases, which are tiny and
+ * read often, are converted to f32 once.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -22,19 +23,119 @@ typedef struct {
 } llm_loader;
 
 
-static const llm_st_tensor *
-llm_loader_find(llm_loader *ld, const char *name)
-{
-    const llm_st_tensor  *t;
-    int                   i;
+/* A tensor of either container, its shape in Hugging Face's order
+ * ([rows, cols]; GGUF's ne[] reversed). */
+typedef struct {
+    int          dtype;               /* an llm_dtype; -1: unsupported */
+    uint32_t     ggml_type;
+    int          n_dims;
+    int64_t      shape[2];
+    const void  *data;
+} llm_src_tensor;
 
+
+static int
+llm_loader_find(llm_loader *ld, const char *name, llm_src_tensor *out)
+{
+    const llm_st_tensor    *t;
+    const llm_gguf_tensor  *g;
+    int                     i;
+
+    if (ld->m->gguf) {
+        g = llm_gguf_find_tensor(ld->m->gguf, name);
+        if (g == NULL) {
+            return 0;
+        }
+        out->dtype = g->dtype;
+        out->ggml_type = g->ggml_type;
+        out->n_dims = g->n_dims;
+        out->shape[0] = g->n_dims > 1 ? g->ne[1] : g->ne[0];
+        out->shape[1] = g->n_dims > 1 ? g->ne[0] : 0;
+        out->data = g->data;
+        return 1;
+    }
     for (i = 0; i < ld->m->n_files; i++) {
         t = llm_safetensors_find(ld->m->files[i], name);
         if (t) {
-            return t;
+            out->dtype = (int) t->dtype;
+            out->ggml_type = 0;
+            out->n_dims = t->n_dims;
+            out->shape[0] = t->n_dims > 0 ? t->shape[0] : 0;
+            out->shape[1] = t->n_dims > 1 ? t->shape[1] : 0;
+            out->data = t->data;
+            return 1;
         }
     }
-    return NULL;
+    return 0;
+}
+
+
+/* The element types the kernels run: one place to widen when they grow. */
+static int
+llm_loader_check_dtype(llm_loader *ld, const char *name,
+    const llm_src_tensor *t, char *err)
+{
+    char  buf[32];
+
+    if (t->dtype < 0) {
+        llm_errf(err, "%s: tensor %s has type %s, which is not supported "
+                 "(supported: F32, F16, BF16)", ld->m->dir, name,
+                 llm_gguf_type_name(t->ggml_type, buf));
+        return -1;
+    }
+    if (llm_dtype_is_quantized((llm_dtype) t->dtype)) {
+        llm_errf(err, "%s: tensor %s has type %s: quantized kernels not yet "
+                 "available (supported: F32, F16, BF16)", ld->m->dir, name,
+                 llm_dtype_name((llm_dtype) t->dtype));
+        return -1;
+    }
+    return 0;
+}
+
+
+/* A vector of n elements as f32, in the model's f32 store. */
+static int
+llm_loader_vector(llm_loader *ld, llm_tensor *out, const char *name,
+    const llm_src_tensor *t, int n, char *err)
+{
+    const uint16_t  *h = t->data;
+    float           *dst;
+    int              i;
+
+    if (t->n_dims != 1 || t->shape[0] != n) {
+        llm_errf(err, "%s: tensor %s has the wrong shape (expected [%d])",
+                 ld->m->dir, name, n);
+        return -1;
+    }
+    if ((size_t) n > ld->f32_cap - ld->f32_used) {
+        llm_errf(err, "%s: internal error: f32 store too small", ld->m->dir);
+        return -1;
+    }
+    dst = ld->m->f32_store + ld->f32_used;
+    ld->f32_used += (size_t) n;
+    for (i = 0; i < n; i++) {
+        switch (t->dtype) {
+        case LLM_DTYPE_F32:
+            memcpy(&dst[i], (const char *) t->data + 4 * (size_t) i, 4);
+            break;
+        case LLM_DTYPE_F16:
+            dst[i] = llm_f16_to_f32(h[i]);
+            break;
+        case LLM_DTYPE_BF16:
+            dst[i] = llm_bf16_to_f32(h[i]);
+            break;
+        default:
+            llm_errf(err, "%s: tensor %s: a vector must be F32, F16 or BF16, "
+                     "not %s", ld->m->dir, name,
+                     llm_dtype_name((llm_dtype) t->dtype));
+            return -1;
+        }
+    }
+    out->data = dst;
+    out->dtype = LLM_DTYPE_F32;
+    out->rows = 1;
+    out->cols = n;
+    return 0;
 }
 
 
@@ -44,65 +145,32 @@ static int
 llm_loader_bind(llm_loader *ld, llm_tensor *out, const char *name, int rows,
     int cols, int optional, char *err)
 {
-    const llm_st_tensor  *t = llm_loader_find(ld, name);
-    size_t                i, n;
-    float                *dst;
+    llm_src_tensor  t;
 
-    if (t == NULL) {
+    if (!llm_loader_find(ld, name, &t)) {
         if (optional) {
             memset(out, 0, sizeof(*out));
             return 0;
         }
-        llm_errf(err, "%s: tensor %s is missing from the safetensors files",
-                 ld->m->dir, name);
+        llm_errf(err, "%s: tensor %s is missing from the %s", ld->m->dir,
+                 name, ld->m->gguf ? "file" : "safetensors files");
+        return -1;
+    }
+    if (llm_loader_check_dtype(ld, name, &t, err) != 0) {
         return -1;
     }
     if (cols == 0) {
-        if (t->n_dims != 1 || t->shape[0] != rows) {
-            llm_errf(err, "%s: tensor %s has the wrong shape (expected [%d])",
-                     ld->m->dir, name, rows);
-            return -1;
-        }
-        n = (size_t) rows;
-        if (ld->f32_used + n > ld->f32_cap) {
-            llm_errf(err, "%s: internal error: f32 store too small",
-                     ld->m->dir);
-            return -1;
-        }
-        dst = ld->m->f32_store + ld->f32_used;
-        ld->f32_used += n;
-        for (i = 0; i < n; i++) {
-            const uint16_t  *h = t->data;
-
-            switch (t->dtype) {
-            case LLM_DTYPE_F32:
-                memcpy(&dst[i], (const char *) t->data + 4 * i, 4);
-                break;
-            case LLM_DTYPE_F16:
-                dst[i] = llm_f16_to_f32(h[i]);
-                break;
-            case LLM_DTYPE_BF16:
-                dst[i] = llm_bf16_to_f32(h[i]);
-                break;
-            default:            /* safetensors holds float types only */
-                abort();
-            }
-        }
-        out->data = dst;
-        out->dtype = LLM_DTYPE_F32;
-        out->rows = 1;
-        out->cols = rows;
-        return 0;
+        return llm_loader_vector(ld, out, name, &t, rows, err);
     }
-    if (t->n_dims != 2 || t->shape[0] != rows || t->shape[1] != cols) {
+    if (t.n_dims != 2 || t.shape[0] != rows || t.shape[1] != cols) {
         llm_errf(err, "%s: tensor %s has the wrong shape [%lld, %lld] "
-                 "(expected [%d, %d] from config.json)", ld->m->dir, name,
-                 (long long) t->shape[0],
-                 (long long) (t->n_dims > 1 ? t->shape[1] : 0), rows, cols);
+                 "(expected [%d, %d] from %s)", ld->m->dir, name,
+                 (long long) t.shape[0], (long long) t.shape[1], rows, cols,
+                 ld->m->gguf ? "the metadata" : "config.json");
         return -1;
     }
-    out->data = t->data;
-    out->dtype = t->dtype;
+    out->data = t.data;
+    out->dtype = (llm_dtype) t.dtype;
     out->rows = rows;
     out->cols = cols;
     return 0;
@@ -181,15 +249,111 @@ done:
 }
 
 
+/* Each layer's tensors under both containers' names, with their shapes. */
+enum { LLM_D_HIDDEN, LLM_D_Q, LLM_D_KV, LLM_D_HEAD, LLM_D_FFN, LLM_D_VEC };
+enum { LLM_T_ALWAYS, LLM_T_BIAS, LLM_T_QK_NORM };
+
+static const struct {
+    size_t       off;
+    const char  *hf;
+    const char  *gguf;
+    int          rows, cols, when;
+} llm_layer_tensors[] = {
+#define L(f) offsetof(llm_layer_weights, f)
+    { L(attn_norm), "model.layers.%d.input_layernorm.weight",
+      "blk.%d.attn_norm.weight", LLM_D_HIDDEN, LLM_D_VEC, LLM_T_ALWAYS },
+    { L(wq), "model.layers.%d.self_attn.q_proj.weight",
+      "blk.%d.attn_q.weight", LLM_D_Q, LLM_D_HIDDEN, LLM_T_ALWAYS },
+    { L(wk), "model.layers.%d.self_attn.k_proj.weight",
+      "blk.%d.attn_k.weight", LLM_D_KV, LLM_D_HIDDEN, LLM_T_ALWAYS },
+    { L(wv), "model.layers.%d.self_attn.v_proj.weight",
+      "blk.%d.attn_v.weight", LLM_D_KV, LLM_D_HIDDEN, LLM_T_ALWAYS },
+    { L(wo), "model.layers.%d.self_attn.o_proj.weight",
+      "blk.%d.attn_output.weight", LLM_D_HIDDEN, LLM_D_Q, LLM_T_ALWAYS },
+    { L(bq), "model.layers.%d.self_attn.q_proj.bias",
+      "blk.%d.attn_q.bias", LLM_D_Q, LLM_D_VEC, LLM_T_BIAS },
+    { L(bk), "model.layers.%d.self_attn.k_proj.bias",
+      "blk.%d.attn_k.bias", LLM_D_KV, LLM_D_VEC, LLM_T_BIAS },
+    { L(bv), "model.layers.%d.self_attn.v_proj.bias",
+      "blk.%d.attn_v.bias", LLM_D_KV, LLM_D_VEC, LLM_T_BIAS },
+    { L(q_norm), "model.layers.%d.self_attn.q_norm.weight",
+      "blk.%d.attn_q_norm.weight", LLM_D_HEAD, LLM_D_VEC, LLM_T_QK_NORM },
+    { L(k_norm), "model.layers.%d.self_attn.k_norm.weight",
+      "blk.%d.attn_k_norm.weight", LLM_D_HEAD, LLM_D_VEC, LLM_T_QK_NORM },
+    { L(ffn_norm), "model.layers.%d.post_attention_layernorm.weight",
+      "blk.%d.ffn_norm.weight", LLM_D_HIDDEN, LLM_D_VEC, LLM_T_ALWAYS },
+    { L(w_gate), "model.layers.%d.mlp.gate_proj.weight",
+      "blk.%d.ffn_gate.weight", LLM_D_FFN, LLM_D_HIDDEN, LLM_T_ALWAYS },
+    { L(w_up), "model.layers.%d.mlp.up_proj.weight",
+      "blk.%d.ffn_up.weight", LLM_D_FFN, LLM_D_HIDDEN, LLM_T_ALWAYS },
+    { L(w_down), "model.layers.%d.mlp.down_proj.weight",
+      "blk.%d.ffn_down.weight", LLM_D_HIDDEN, LLM_D_FFN, LLM_T_ALWAYS },
+#undef L
+};
+
+
+static int
+llm_model_dim(const llm_config *c, int d)
+{
+    switch (d) {
+    case LLM_D_HIDDEN: return c->hidden;
+    case LLM_D_Q:      return c->n_heads * c->head_dim;
+    case LLM_D_KV:     return c->n_kv_heads * c->head_dim;
+    case LLM_D_HEAD:   return c->head_dim;
+    case LLM_D_FFN:    return c->intermediate;
+    default:           return 0;
+    }
+}
+
+
+static int
+llm_model_bind_layer(llm_loader *ld, int i, char *err)
+{
+    const llm_config   *c = &ld->m->config;
+    llm_layer_weights  *l = &ld->m->weights.layers[i];
+    llm_tensor         *t;
+    char                name[128];
+    size_t              k;
+    int                 when;
+
+    for (k = 0; k < sizeof(llm_layer_tensors) / sizeof(llm_layer_tensors[0]);
+         k++)
+    {
+        when = llm_layer_tensors[k].when;
+        if ((when == LLM_T_BIAS && !c->qkv_bias)
+            || (when == LLM_T_QK_NORM && !c->qk_norm))
+        {
+            continue;
+        }
+        t = (llm_tensor *) ((char *) l + llm_layer_tensors[k].off);
+        snprintf(name, sizeof(name), ld->m->gguf ? llm_layer_tensors[k].gguf
+                                                 : llm_layer_tensors[k].hf, i);
+        if (llm_loader_bind(ld, t, name,
+                            llm_model_dim(c, llm_layer_tensors[k].rows),
+                            llm_model_dim(c, llm_layer_tensors[k].cols), 0,
+                            err) != 0)
+        {
+            return -1;
+        }
+    }
+    /* GGUF "llama" rotates adjacent pairs; see llm_gguf_unpermute() */
+    if (ld->m->gguf && c->arch != LLM_ARCH_QWEN2 && c->arch != LLM_ARCH_QWEN3)
+    {
+        llm_gguf_unpermute(ld->m, &l->wq, c->n_heads);
+        llm_gguf_unpermute(ld->m, &l->wk, c->n_kv_heads);
+    }
+    return 0;
+}
+
+
 static int
 llm_model_bind(llm_model *m, char *err)
 {
-    llm_config         *c = &m->config;
-    llm_loader          ld = { m, 0, 0 };
-    llm_layer_weights  *l;
-    char                name[128];
-    int                 i, q = c->n_heads * c->head_dim;
-    int                 kv = c->n_kv_heads * c->head_dim;
+    llm_config  *c = &m->config;
+    llm_loader   ld = { m, 0, 0 };
+    int          i, gguf = m->gguf != NULL;
+    int          q = c->n_heads * c->head_dim;
+    int          kv = c->n_kv_heads * c->head_dim;
 
     /* norms + biases + q/k norms, all as f32 */
     ld.f32_cap = (size_t) c->hidden
@@ -197,62 +361,63 @@ llm_model_bind(llm_model *m, char *err)
                                            + 2 * c->head_dim);
     m->f32_store = llm_xmalloc(ld.f32_cap * sizeof(float));
     m->weights.layers = llm_xcalloc(c->n_layers, sizeof(llm_layer_weights));
-
-#define BIND(field, fmt, rows, cols, opt)                                     \
-    snprintf(name, sizeof(name), fmt, i);                                     \
-    if (llm_loader_bind(&ld, field, name, rows, cols, opt, err) != 0) {       \
-        return -1;                                                            \
-    }
-
     for (i = 0; i < c->n_layers; i++) {
-        l = &m->weights.layers[i];
-        BIND(&l->attn_norm, "model.layers.%d.input_layernorm.weight",
-             c->hidden, 0, 0);
-        BIND(&l->wq, "model.layers.%d.self_attn.q_proj.weight", q, c->hidden,
-             0);
-        BIND(&l->wk, "model.layers.%d.self_attn.k_proj.weight", kv,
-             c->hidden, 0);
-        BIND(&l->wv, "model.layers.%d.self_attn.v_proj.weight", kv,
-             c->hidden, 0);
-        BIND(&l->wo, "model.layers.%d.self_attn.o_proj.weight", c->hidden, q,
-             0);
-        if (c->qkv_bias) {
-            BIND(&l->bq, "model.layers.%d.self_attn.q_proj.bias", q, 0, 0);
-            BIND(&l->bk, "model.layers.%d.self_attn.k_proj.bias", kv, 0, 0);
-            BIND(&l->bv, "model.layers.%d.self_attn.v_proj.bias", kv, 0, 0);
+        if (llm_model_bind_layer(&ld, i, err) != 0) {
+            return -1;
         }
-        if (c->qk_norm) {
-            BIND(&l->q_norm, "model.layers.%d.self_attn.q_norm.weight",
-                 c->head_dim, 0, 0);
-            BIND(&l->k_norm, "model.layers.%d.self_attn.k_norm.weight",
-                 c->head_dim, 0, 0);
-        }
-        BIND(&l->ffn_norm, "model.layers.%d.post_attention_layernorm.weight",
-             c->hidden, 0, 0);
-        BIND(&l->w_gate, "model.layers.%d.mlp.gate_proj.weight",
-             c->intermediate, c->hidden, 0);
-        BIND(&l->w_up, "model.layers.%d.mlp.up_proj.weight",
-             c->intermediate, c->hidden, 0);
-        BIND(&l->w_down, "model.layers.%d.mlp.down_proj.weight", c->hidden,
-             c->intermediate, 0);
     }
-#undef BIND
-
-    if (llm_loader_bind(&ld, &m->weights.embed, "model.embed_tokens.weight",
+    if (llm_loader_bind(&ld, &m->weights.embed,
+                        gguf ? "token_embd.weight"
+                             : "model.embed_tokens.weight",
                         c->vocab_size, c->hidden, 0, err) != 0
-        || llm_loader_bind(&ld, &m->weights.final_norm, "model.norm.weight",
+        || llm_loader_bind(&ld, &m->weights.final_norm,
+                           gguf ? "output_norm.weight" : "model.norm.weight",
                            c->hidden, 0, 0, err) != 0)
     {
         return -1;
     }
     if (c->tie_embeddings) {
         m->weights.lm_head = m->weights.embed;
-    } else if (llm_loader_bind(&ld, &m->weights.lm_head, "lm_head.weight",
+    } else if (llm_loader_bind(&ld, &m->weights.lm_head,
+                               gguf ? "output.weight" : "lm_head.weight",
                                c->vocab_size, c->hidden, 0, err) != 0)
     {
         return -1;
     }
     return 0;
+}
+
+
+/* a directory's files, or the GGUF file's metadata */
+static int
+llm_model_open(llm_model *m, char *err)
+{
+    if (llm_model_path_is_gguf(m->dir)) {
+        return llm_model_gguf_open(m, err);
+    }
+    if (llm_config_load(m->dir, &m->config, err) != 0
+        || llm_generation_config_load(m->dir, &m->gen, err) != 0
+        || llm_model_open_files(m, err) != 0)
+    {
+        return -1;
+    }
+    return 0;
+}
+
+
+static int
+llm_model_load_tokenizer(llm_model *m, char *err)
+{
+    if (m->gguf) {
+        return llm_model_gguf_tokenizer(m, err);
+    }
+    m->tokenizer = llm_tokenizer_load(m->dir, err);
+    if (m->tokenizer == NULL) {
+        return -1;
+    }
+    err[0] = '\0';
+    m->chat_template = llm_chat_template_load(m->dir, err);
+    return m->chat_template == NULL && err[0] != '\0' ? -1 : 0;
 }
 
 
@@ -264,26 +429,16 @@ llm_model_load(const char *dir, char *err)
 
     m = llm_xcalloc(1, sizeof(*m));
     m->dir = llm_xstrdup(dir);
-    if (llm_config_load(dir, &m->config, err) != 0
-        || llm_generation_config_load(dir, &m->gen, err) != 0
-        || llm_model_open_files(m, err) != 0
-        || llm_model_bind(m, err) != 0)
+    if (llm_model_open(m, err) != 0
+        || llm_model_bind(m, err) != 0
+        || llm_model_load_tokenizer(m, err) != 0)
     {
-        goto fail;
-    }
-    m->tokenizer = llm_tokenizer_load(dir, err);
-    if (m->tokenizer == NULL) {
         goto fail;
     }
     vocab = llm_tokenizer_vocab_size(m->tokenizer);
     if (vocab > m->config.vocab_size) {
-        llm_errf(err, "%s: the tokenizer has %d tokens but config.json's "
+        llm_errf(err, "%s: the tokenizer has %d tokens but the model's "
                  "vocab_size is %d", dir, vocab, m->config.vocab_size);
-        goto fail;
-    }
-    err[0] = '\0';
-    m->chat_template = llm_chat_template_load(dir, err);
-    if (m->chat_template == NULL && err[0] != '\0') {
         goto fail;
     }
     return m;
@@ -306,6 +461,11 @@ llm_model_free(llm_model *m)
         llm_safetensors_close(m->files[i]);
     }
     free(m->files);
+    llm_gguf_close(m->gguf);
+    for (i = 0; i < m->n_owned; i++) {
+        free(m->owned[i]);
+    }
+    free(m->owned);
     free(m->weights.layers);
     free(m->f32_store);
     free(m->gen.eos_ids);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "llm.h"
+#include "gguf.h"
 #include "safetensors.h"
 #include "tokenizer/tokenizer.h"
 #include "jinja/chat_template.h"
@@ -38,6 +39,9 @@ typedef struct {
     float      rope_low_freq_factor;
     float      rope_high_freq_factor;
     int        rope_original_max_pos;
+    const float *rope_freq_factors; /* GGUF rope_freqs (head_dim / 2):
+                                     * inv_freq[i] /= it, how llama.cpp
+                                     * stores llama3 scaling; NULL: none */
     int        sliding_window;    /* 0 = none */
     int        tie_embeddings;
     int        qkv_bias;          /* Qwen2 */
@@ -94,19 +98,41 @@ struct llm_model {
     llm_chat_template     *chat_template;    /* NULL: none */
     llm_safetensors      **files;
     int                    n_files;
+    llm_gguf              *gguf;             /* a GGUF file instead */
     float                 *f32_store;        /* converted vectors */
+    void                 **owned;            /* GGUF: un-permuted q/k, ... */
+    int                    n_owned;
 };
 
 /* Loads DIR: config.json, model.safetensors or model.safetensors.index.json
- * (sharded), tokenizer.json, tokenizer_config.json, generation_config.json.
+ * (sharded), tokenizer.json, tokenizer_config.json, generation_config.json;
+ * or a GGUF file (a path ending in .gguf, model_gguf.c).
  * One clear message naming the file and the problem on failure. */
 llm_model *llm_model_load(const char *dir, char *err);
 void llm_model_free(llm_model *m);
 
 /* config.json -> llm_config (model_config.c). */
 int llm_config_load(const char *dir, llm_config *c, char *err);
+/* the head layout the kernels support; path names the source */
+int llm_config_check(const llm_config *c, const char *path, char *err);
 /* generation_config.json (optional) -> defaults. */
 int llm_generation_config_load(const char *dir, llm_generation_config *g,
     char *err);
+
+/* model_gguf.c: a path ending in ".gguf" */
+int llm_model_path_is_gguf(const char *path);
+/* opens m->dir as GGUF: m->gguf, m->config, m->gen */
+int llm_model_gguf_open(llm_model *m, char *err);
+/* the tokenizer and chat template embedded in the file */
+int llm_model_gguf_tokenizer(llm_model *m, char *err);
+/* The tokenizer (tok not NULL) and the chat template (tmpl not NULL) of a
+ * model directory or GGUF file, without its weights; *tmpl NULL with err ""
+ * when it has none.  For `llm tokenize` and `llm template`. */
+int llm_model_text_load(const char *path, llm_tokenizer **tok,
+    llm_chat_template **tmpl, char *err);
+/* Undoes the converter's row permutation of a "llama" GGUF's q/k weights:
+ * they rotate adjacent pairs (x[2i], x[2i+1]), Hugging Face rotate_half
+ * pairs (x[i], x[i + d/2]).  The rows are copied (m->owned). */
+void llm_gguf_unpermute(llm_model *m, llm_tensor *t, int n_head);
 
 #endif /* LLM_MODEL_H */

@@ -187,6 +187,21 @@ llm_config_rope_scaling(yajl_val root, llm_config *c, const char *path,
 
 
 int
+llm_config_check(const llm_config *c, const char *path, char *err)
+{
+    if (c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads != 0
+        || c->head_dim <= 0 || c->head_dim % 2 != 0 || c->head_dim > 512)
+    {
+        llm_errf(err, "%s: unsupported head layout (%d heads, %d kv heads, "
+                 "head_dim %d)", path, c->n_heads, c->n_kv_heads,
+                 c->head_dim);
+        return -1;
+    }
+    return 0;
+}
+
+
+int
 llm_config_load(const char *dir, llm_config *c, char *err)
 {
     static const struct { const char *key; size_t off; } ints[] = {
@@ -242,12 +257,7 @@ llm_config_load(const char *dir, llm_config *c, char *err)
         llm_errf(err, "%s: a field has the wrong type", path);
         goto fail;
     }
-    if (c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads != 0
-        || c->head_dim <= 0 || c->head_dim % 2 != 0 || c->head_dim > 512)
-    {
-        llm_errf(err, "%s: unsupported head layout (%d heads, %d kv heads, "
-                 "head_dim %d)", path, c->n_heads, c->n_kv_heads,
-                 c->head_dim);
+    if (llm_config_check(c, path, err) != 0) {
         goto fail;
     }
     if (llm_config_rope_scaling(root, c, path, err) != 0) {

@@ -1,6 +1,7 @@
 /*
  * rope.h -- RoPE's inverse frequencies, Hugging Face's definition, with
- * Llama 3's rope_scaling when the config sets it.  Header-only, so the CPU
+ * Llama 3's rope_scaling when the config sets it (or GGUF's per-frequency
+ * divisors).  Header-only, so the CPU
  * backend and the CUDA backend (a shared object of its own) compute them
  * from the one definition.
  */
@@ -35,6 +36,9 @@ llm_rope_inv_freq(const llm_config *c, float *inv_freq)
                             - c->rope_low_freq_factor);
                 f = (1.0 - smooth) * f / c->rope_factor + smooth * f;
             }
+        }
+        if (c->rope_freq_factors) {
+            f /= c->rope_freq_factors[i];
         }
         inv_freq[i] = (float) f;
     }

@@ -42,28 +42,22 @@ llm_tok_json_bool(yajl_val obj, const char *key, int dflt)
 }
 
 
-/* Reads and parses path; with src, the vocabulary and merges are streamed
- * into it (see tokenizer_json.c). */
+/* Parses text (NULL: none); with src, the vocabulary and merges are
+ * streamed into it (see tokenizer_json.c). */
 static yajl_val
-llm_tok_parse_json(const char *path, int optional, llm_tok_bpe_src *src,
-    char *err)
+llm_tok_parse_json(const char *name, const char *text, size_t len,
+    llm_tok_bpe_src *src, char *err)
 {
-    char     *text, msg[256];
-    size_t    len;
+    char      msg[256];
     yajl_val  root;
 
-    if (optional && !llm_file_exists(path)) {
-        return NULL;
-    }
-    text = llm_read_file(path, &len, err);
     if (text == NULL) {
         return NULL;
     }
     msg[0] = '\0';
     root = llm_tok_json_parse(text, len, src, msg, sizeof(msg));
-    free(text);
     if (root == NULL) {
-        llm_errf(err, "%s: %s", path, msg);
+        llm_errf(err, "%s: %s", name, msg);
     }
     return root;
 }
@@ -447,7 +441,36 @@ llm_tok_normalize_added(llm_tokenizer *t, char *err)
 llm_tokenizer *
 llm_tokenizer_load(const char *dir, char *err)
 {
-    char            path[PATH_MAX], cpath[PATH_MAX], sub[LLM_ERR_LEN];
+    char            path[PATH_MAX], cpath[PATH_MAX];
+    char           *text, *ctext = NULL;
+    size_t          len, clen = 0;
+    llm_tokenizer  *t;
+
+    llm_path_join(path, dir, "tokenizer.json");
+    llm_path_join(cpath, dir, "tokenizer_config.json");
+    if (llm_file_exists(cpath)) {
+        ctext = llm_read_file(cpath, &clen, err);
+        if (ctext == NULL) {
+            return NULL;
+        }
+    }
+    text = llm_read_file(path, &len, err);
+    if (text == NULL) {
+        free(ctext);
+        return NULL;
+    }
+    t = llm_tokenizer_from_json(path, text, len, cpath, ctext, clen, err);
+    free(text);
+    free(ctext);
+    return t;
+}
+
+
+llm_tokenizer *
+llm_tokenizer_from_json(const char *name, const char *json, size_t len,
+    const char *cname, const char *cfg_json, size_t cfg_len, char *err)
+{
+    char            sub[LLM_ERR_LEN];
     yajl_val        root = NULL, cfg = NULL, model;
     llm_tokenizer  *t;
     const char     *type;
@@ -456,10 +479,8 @@ llm_tokenizer_load(const char *dir, char *err)
     llm_tok_bpe_src  src;
 
     memset(&src, 0, sizeof(src));
-    llm_path_join(path, dir, "tokenizer.json");
-    llm_path_join(cpath, dir, "tokenizer_config.json");
     sub[0] = '\0';
-    cfg = llm_tok_parse_json(cpath, 1, NULL, sub);
+    cfg = llm_tok_parse_json(cname, cfg_json, cfg_len, NULL, sub);
     if (cfg == NULL && sub[0]) {
         llm_errf(err, "%s", sub);
         return NULL;
@@ -467,7 +488,7 @@ llm_tokenizer_load(const char *dir, char *err)
     t = llm_xcalloc(1, sizeof(*t));
     t->unk_id = -1;
     src.arena = &t->arena;
-    root = llm_tok_parse_json(path, 0, &src, err);
+    root = llm_tok_parse_json(name, json, len, &src, err);
     if (root == NULL) {
         llm_tok_bpe_src_free(&src);
         llm_tokenizer_free(t);
@@ -524,9 +545,9 @@ failed:
     llm_tok_bpe_src_free(&src);
     /* messages from the parts name the problem; prefix the file */
     if (strncmp(sub, "tokenizer.json: ", 16) == 0) {
-        llm_errf(err, "%s: %s", path, sub + 16);
+        llm_errf(err, "%s: %s", name, sub + 16);
     } else {
-        llm_errf(err, "%s: %s", path, sub);
+        llm_errf(err, "%s: %s", name, sub);
     }
     if (cfg) {
         yajl_tree_free(cfg);

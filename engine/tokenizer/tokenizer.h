@@ -18,6 +18,11 @@
  * NULL and a one-line message naming the file and the problem in err
  * (LLM_ERR_LEN bytes) on failure. */
 llm_tokenizer *llm_tokenizer_load(const char *dir, char *err);
+/* The same from the two files' texts (cfg_json NULL: no config); name and
+ * cname prefix messages.  GGUF files describe their tokenizer this way. */
+llm_tokenizer *llm_tokenizer_from_json(const char *name, const char *json,
+    size_t len, const char *cname, const char *cfg_json, size_t cfg_len,
+    char *err);
 void llm_tokenizer_free(llm_tokenizer *t);
 
 /* The BOS / EOS strings from tokenizer_config.json (bos_token, eos_token;

@@ -13,6 +13,10 @@ Facts taken from llama.cpp's converter (conversion/llama.py, qwen.py, base.py):
 - llama3 rope scaling is not a GGUF key: the converter writes a tensor rope_freqs.weight of
   per-frequency divisors (1 for short wavelengths, factor for long ones, a smooth blend between).
 - 1-D tensors (norms, biases, rope_freqs) stay float32.
+- A SentencePiece-style tokenizer ("llama") has scores, not merges: each piece's score is minus
+  the rank of the first tokenizer.json merge that makes it, so that merging by score merges in
+  tokenizer.json's order (llama.cpp's own converter writes -1000 for every piece of an HF-only
+  tokenizer, which loses the order).
 
 usage: PYTHONPATH=LLAMA_CPP_SRC/gguf-py /usr/bin/python3 hf_to_gguf.py MODEL_DIR OUT.gguf
            [--outtype f32|f16|bf16]
@@ -91,6 +95,11 @@ def write_vocab(w, model_dir, n_vocab):
     rev = {i: s for s, i in vocab.items()}
     added = {t['id']: t for t in tj.get('added_tokens', [])}
     spm = bool(tj['model'].get('byte_fallback'))  # SentencePiece-style BPE: Mistral / Llama 2
+    # SentencePiece merges the adjacent pair whose union has the highest score: the rank of the
+    # first merge that makes a piece, negated, gives the tokenizer.json's merge order.
+    first_merge = {}
+    for r, m in enumerate(tj['model'].get('merges', [])):
+        first_merge.setdefault(''.join(m.split(' ', 1) if isinstance(m, str) else m), r)
     tokens, types, scores = [], [], []
     for i in range(n_vocab):
         if i in added:
@@ -104,7 +113,7 @@ def write_vocab(w, model_dir, n_vocab):
         else:  # rows beyond the tokenizer (padded vocab)
             tokens.append(f'[PAD{i}]')
             types.append(gguf.TokenType.UNUSED)
-        scores.append(-float(i))
+        scores.append(-float(first_merge.get(tokens[-1], len(first_merge) + i)))
     if spm:
         w.add_tokenizer_model('llama')
         w.add_tokenizer_pre('default')
@@ -129,6 +138,8 @@ def write_vocab(w, model_dir, n_vocab):
         w.add_bos_token_id(tid(tc.get('bos_token')))
     if tid(tc.get('eos_token')) is not None:
         w.add_eos_token_id(tid(tc.get('eos_token')))
+    if isinstance(tc.get('chat_template'), str):
+        w.add_chat_template(tc['chat_template'])
     pp = json.dumps(tj.get('post_processor'))
     w.add_add_bos_token(bool(tc.get('add_bos_token', '<|begin_of_text|>' in pp)))
 

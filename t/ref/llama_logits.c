@@ -5,12 +5,16 @@
  * computes in float32 throughout and agrees with the torch reference to
  * ~1e-5 on f32 GGUFs.
  *
- *   llama_logits MODEL.gguf ID,ID,... OUT.f32 [THREADS]
+ *   llama_logits MODEL.gguf ID,ID,... OUT.f32 [THREADS [GREEDY]]
  *
  * Writes [n_ids x n_vocab] float32, row-major: the layout of `llm logits`.
+ * With GREEDY > 0: then decodes GREEDY tokens greedily (the argmax, the
+ * lowest id on a tie) and prints {"steps": [{"id", "gap", "max"}...]} on
+ * stdout: each step's gap between its two best logits, and max |logit|.
  * Linked against node-llama-cpp's prebuilt libraries (t/ref/build_llama_logits.sh);
  * their CPU backends are shared objects loaded from $GGML_BACKEND_DIR.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +58,53 @@ parse_ids(char *s, llama_token **out)
 }
 
 
+/* GREEDY steps after a prompt of n tokens whose logits are in ctx */
+static int
+run_greedy(struct llama_context *ctx, int n, int nv, int greedy)
+{
+    struct llama_batch   one = llama_batch_init(1, 0, 1);
+    const float         *l = llama_get_logits_ith(ctx, n - 1);
+    int                  step, v, best, second, rc = 0;
+    float                amax;
+
+    printf("{\"steps\": [");
+    for (step = 0; step < greedy; step++) {
+        best = 0;
+        second = 1;
+        amax = 0;
+        for (v = 0; v < nv; v++) {
+            amax = fabsf(l[v]) > amax ? fabsf(l[v]) : amax;
+        }
+        for (v = 1; v < nv; v++) {
+            if (l[v] > l[best]) {
+                second = best;
+                best = v;
+            } else if (v != best && l[v] > l[second]) {
+                second = v;
+            }
+        }
+        printf("%s{\"id\": %d, \"gap\": %.9g, \"max\": %.9g}",
+               step ? ", " : "", best, (double) (l[best] - l[second]),
+               (double) amax);
+        one.token[0] = best;
+        one.pos[0] = n + step;
+        one.n_seq_id[0] = 1;
+        one.seq_id[0][0] = 0;
+        one.logits[0] = 1;
+        one.n_tokens = 1;
+        if (llama_decode(ctx, one) != 0) {
+            fprintf(stderr, "llama_logits: llama_decode failed\n");
+            rc = 1;
+            break;
+        }
+        l = llama_get_logits_ith(ctx, 0);
+    }
+    printf("]}\n");
+    llama_batch_free(one);
+    return rc;
+}
+
+
 int
 main(int argc, char **argv)
 {
@@ -65,7 +116,7 @@ main(int argc, char **argv)
     llama_token                 *ids;
     const char                  *dir;
     FILE                        *f;
-    int                          n, i, nv, threads, rc = 1;
+    int                          n, i, nv, threads, greedy, rc = 1;
 
     if (argc < 4) {
         fprintf(stderr, "usage: llama_logits MODEL.gguf ID,ID,... OUT.f32 "
@@ -73,6 +124,7 @@ main(int argc, char **argv)
         return 2;
     }
     threads = argc > 4 ? atoi(argv[4]) : 2;
+    greedy = argc > 5 ? atoi(argv[5]) : 0;
     n = parse_ids(argv[2], &ids);
     if (n <= 0) {
         fprintf(stderr, "llama_logits: no token ids\n");
@@ -100,7 +152,7 @@ main(int argc, char **argv)
     }
 
     cp = llama_context_default_params();
-    cp.n_ctx = n + 16;
+    cp.n_ctx = n + greedy + 16;
     cp.n_batch = n;
     cp.n_ubatch = n;
     cp.n_threads = threads;
@@ -137,7 +189,7 @@ main(int argc, char **argv)
         fwrite(llama_get_logits_ith(ctx, i), sizeof(float), (size_t) nv, f);
     }
     if (fclose(f) == 0) {
-        rc = 0;
+        rc = greedy > 0 ? run_greedy(ctx, n, nv, greedy) : 0;
     }
 
 done:
