@@ -76,6 +76,34 @@ llm_quant_worker(void *arg)
 }
 
 
+llm_dtype
+llm_model_block_format(const llm_model *m)
+{
+    const llm_weights  *w = &m->weights;
+    int                 L, i;
+
+    if (llm_dtype_is_quantized(w->embed.dtype)) {
+        return w->embed.dtype;
+    }
+    if (llm_dtype_is_quantized(w->lm_head.dtype)) {
+        return w->lm_head.dtype;
+    }
+    for (L = 0; L < m->config.n_layers; L++) {
+        const llm_layer_weights  *l = &w->layers[L];
+        const llm_tensor         *ts[7] = { &l->wq, &l->wk, &l->wv, &l->wo,
+                                            &l->w_gate, &l->w_up,
+                                            &l->w_down };
+
+        for (i = 0; i < 7; i++) {
+            if (llm_dtype_is_quantized(ts[i]->dtype)) {
+                return ts[i]->dtype;
+            }
+        }
+    }
+    return LLM_DTYPE_COUNT;
+}
+
+
 int
 llm_weights_type(const char *name, llm_dtype *t)
 {
