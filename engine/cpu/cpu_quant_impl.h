@@ -30,6 +30,7 @@ typedef struct {
 } llm_q8_act;
 
 #define LLM_QROWS  4              /* activation rows per pass over a weight row */
+#define LLM_QPF    1024           /* weight bytes prefetched ahead */
 
 
 /* K inputs of x as K / 32 activation blocks */
@@ -70,6 +71,7 @@ typedef __m256   llm_qf;
 
 #define QF_ZERO()           _mm256_setzero_ps()
 #define QF_HSUM(v)          llm_q_hsum(v)
+#define Q_F16(h)            _cvtsh_ss(h)
 
 
 static inline float
@@ -174,6 +176,7 @@ typedef struct { uint8_t b[32]; } llm_qu;
 
 #define QF_ZERO()           0.0f
 #define QF_HSUM(v)          (v)
+#define Q_F16(h)            llm_f16_to_f32(h)
 
 
 static inline int
@@ -291,7 +294,8 @@ KSUFFIX(qdot_rows)(const int dt, const int nx, const void *wrow, int K,
         for (b = 0; b < K / 32; b++) {
             const llm_block_q8_0  *w = (const llm_block_q8_0 *) wrow + b;
 
-            d = llm_f16_to_f32(w->d);
+            __builtin_prefetch((const char *) w + LLM_QPF, 0, 0);
+            d = Q_F16(w->d);
             for (i = 0; i < nx; i++) {
                 llm_q_acc_q8_0(&acc[i], w->qs, &a[i][b], d * a[i][b].d);
             }
@@ -302,7 +306,10 @@ KSUFFIX(qdot_rows)(const int dt, const int nx, const void *wrow, int K,
         for (b = 0; b < K / 32; b++) {
             const llm_block_q4_0  *w = (const llm_block_q4_0 *) wrow + b;
 
-            d = llm_f16_to_f32(w->d);
+            if (b % 4 == 0) {
+                __builtin_prefetch((const char *) w + LLM_QPF, 0, 0);
+            }
+            d = Q_F16(w->d);
             u = QU_NIB16(w->qs);
             for (i = 0; i < nx; i++) {
                 s = d * a[i][b].d;
@@ -324,8 +331,11 @@ KSUFFIX(qdot_rows)(const int dt, const int nx, const void *wrow, int K,
             const uint8_t         *qs = dt == LLM_DTYPE_Q4_K ? w4->qs
                                                               : w5->qs;
 
-            d = llm_f16_to_f32(dt == LLM_DTYPE_Q4_K ? w4->d : w5->d);
-            dmin = llm_f16_to_f32(dt == LLM_DTYPE_Q4_K ? w4->dmin
+            for (j = 0; j < (int) sizeof(*w5); j += 64) {
+                __builtin_prefetch((const char *) w4 + LLM_QPF + j, 0, 0);
+            }
+            d = Q_F16(dt == LLM_DTYPE_Q4_K ? w4->d : w5->d);
+            dmin = Q_F16(dt == LLM_DTYPE_Q4_K ? w4->dmin
                                                         : w5->dmin);
             for (j = 0; j < 8; j++) {
                 llm_q4k_scale_min(j, scales, &sc, &m);
@@ -349,7 +359,10 @@ KSUFFIX(qdot_rows)(const int dt, const int nx, const void *wrow, int K,
         for (b = 0; b < nb; b++) {
             const llm_block_q6_K  *w = (const llm_block_q6_K *) wrow + b;
 
-            d = llm_f16_to_f32(w->d);
+            for (j = 0; j < (int) sizeof(*w); j += 64) {
+                __builtin_prefetch((const char *) w + LLM_QPF + j, 0, 0);
+            }
+            d = Q_F16(w->d);
             for (j = 0; j < 8; j++) {
                 /* 32-group j: half h of the block, quarter q within it */
                 int             h = j / 4, q = j % 4;
@@ -426,9 +439,7 @@ KSUFFIX(matmul_quant)(const float *x, int ldx, int M, const llm_tensor *w,
     }
     for (n = n0; n < n1; n++) {
         wrow = (const char *) w->data + (size_t) n * rb;
-        if (n + 1 < n1) {
-            __builtin_prefetch(wrow + rb, 0, 3);
-        }
+
         for (m = 0; m < M; m += nx) {
             nx = M - m < LLM_QROWS ? M - m : LLM_QROWS;
             for (i = 0; i < nx; i++) {
