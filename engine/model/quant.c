@@ -235,94 +235,115 @@ llm_quantize_q4_0(const float *x, llm_block_q4_0 *y, size_t nb)
 
 
 /*
- * make_qkx2_quants for a 32-element sub-block: levels L in [0, nmax] with
- * x ~ scale * L - min, the scale and min chosen by weighted least squares
- * over nstep + 1 trial inverse scales.  Returns the scale, *the_min the
- * (positive) min.
+ * make_qkx2_quants (use_mad false) for the 8 sub-blocks of 32 elements of a
+ * Q4_K block at once, one sub-block per vector lane: levels L in [0, nmax]
+ * with x ~ scale * L - min, the scale and min chosen by weighted least
+ * squares over nstep + 1 trial inverse scales.  Every lane performs ggml's
+ * scalar operations in ggml's order (the branches become selects), so the
+ * results are its bits; the lanes only take the latency of the sums'
+ * dependency chains in parallel (8x faster than one sub-block at a time).
+ * x and w are [32][8] (element, sub-block); out: the scales, the (positive)
+ * mins, L [8][32].
  */
-static float
-llm_qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L,
-    float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep)
-{
-    float  min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
-    float  iscale, scale, best_error, diff, sum_l, sum_l2, sum_xl, D;
-    float  this_scale, this_min, cur_error;
-    int    i, is, l;
+typedef float    llm_v8f __attribute__((vector_size(32)));
+typedef int32_t  llm_v8i __attribute__((vector_size(32)));
 
-    for (i = 1; i < n; i++) {
-        if (x[i] < min) {
-            min = x[i];
-        }
-        if (x[i] > max) {
-            max = x[i];
-        }
+#define LLM_V8_SEL(m, a, b)                                                   \
+    ((llm_v8f) (((m) & (llm_v8i) (a)) | (~(m) & (llm_v8i) (b))))
+
+
+/* (float) MAX(0, MIN(nmax, nearest_int(v))): clamping before rounding gives
+ * the same level for an integer nmax, and adding and subtracting 1.5 * 2^23
+ * rounds to the nearest integer, ties to even, as ggml's nearest_int */
+#define LLM_V8_LEVEL(v, nmax)                                                 \
+    ((LLM_V8_SEL((v) > (nmax), zero + (nmax),                                 \
+                 LLM_V8_SEL((v) < 0, zero, (v))) + 12582912.f) - 12582912.f)
+
+
+static inline __attribute__((always_inline)) void
+llm_qkx2_8(int nmax, const llm_v8f *x, const llm_v8f *w, uint8_t L[8][32],
+    llm_v8f *the_scale, llm_v8f *the_min, float rmin, float rdelta,
+    int nstep)
+{
+    llm_v8f  min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
+    llm_v8f  iscale, scale, best_error, diff, sum_l, sum_l2, sum_xl, D, lf;
+    llm_v8f  this_scale, this_min, cur_error, zero = { 0 };
+    llm_v8f  Li[32], Laux[32];
+    llm_v8i  flat, better, m;
+    float    fmax = (float) nmax;
+    int      i, is, k;
+
+    for (i = 1; i < 32; i++) {
+        min = LLM_V8_SEL(x[i] < min, x[i], min);
+        max = LLM_V8_SEL(x[i] > max, x[i], max);
         sum_w += w[i];
         sum_x += w[i] * x[i];
     }
-    if (min > 0) {
-        min = 0;
-    }
-    if (max == min) {
-        memset(L, 0, (size_t) n);
-        *the_min = -min;
-        return 0.f;
-    }
-    iscale = nmax / (max - min);
+    min = LLM_V8_SEL(min > 0, zero, min);
+    flat = max == min;
+    iscale = fmax / (max - min);
     scale = 1 / iscale;
-    best_error = 0;
-    for (i = 0; i < n; i++) {
-        l = llm_nearest_int(iscale * (x[i] - min));
-        L[i] = (uint8_t) (l < 0 ? 0 : l > nmax ? nmax : l);
-        diff = scale * L[i] + min - x[i];
+    best_error = zero;
+    for (i = 0; i < 32; i++) {
+        Li[i] = LLM_V8_LEVEL(iscale * (x[i] - min), fmax);
+        diff = scale * Li[i] + min - x[i];
         best_error += w[i] * (diff * diff);
     }
     for (is = 0; is <= nstep; is++) {
-        iscale = (rmin + rdelta * is + nmax) / (max - min);
-        sum_l = 0;
-        sum_l2 = 0;
-        sum_xl = 0;
-        for (i = 0; i < n; i++) {
-            l = llm_nearest_int(iscale * (x[i] - min));
-            l = l < 0 ? 0 : l > nmax ? nmax : l;
-            Laux[i] = (uint8_t) l;
-            sum_l += w[i] * l;
-            sum_l2 += w[i] * l * l;
-            sum_xl += w[i] * l * x[i];
+        iscale = (rmin + rdelta * is + fmax) / (max - min);
+        sum_l = zero;
+        sum_l2 = zero;
+        sum_xl = zero;
+        for (i = 0; i < 32; i++) {
+            Laux[i] = LLM_V8_LEVEL(iscale * (x[i] - min), fmax);
+            lf = Laux[i];
+            sum_l += w[i] * lf;
+            sum_l2 += w[i] * lf * lf;
+            sum_xl += w[i] * lf * x[i];
         }
         D = sum_w * sum_l2 - sum_l * sum_l;
-        if (D > 0) {
-            this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-            this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-            if (this_min > 0) {
-                this_min = 0;
-                this_scale = sum_xl / sum_l2;
-            }
-            cur_error = 0;
-            for (i = 0; i < n; i++) {
-                diff = this_scale * Laux[i] + this_min - x[i];
-                cur_error += w[i] * (diff * diff);
-            }
-            if (cur_error < best_error) {
-                memcpy(L, Laux, (size_t) n);
-                best_error = cur_error;
-                scale = this_scale;
-                min = this_min;
-            }
+        this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+        this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+        m = this_min > 0;
+        this_min = LLM_V8_SEL(m, zero, this_min);
+        this_scale = LLM_V8_SEL(m, sum_xl / sum_l2, this_scale);
+        cur_error = zero;
+        for (i = 0; i < 32; i++) {
+            diff = this_scale * Laux[i] + this_min - x[i];
+            cur_error += w[i] * (diff * diff);
+        }
+        better = (D > 0) & (cur_error < best_error) & ~flat;
+        for (i = 0; i < 32; i++) {
+            Li[i] = LLM_V8_SEL(better, Laux[i], Li[i]);
+        }
+        best_error = LLM_V8_SEL(better, cur_error, best_error);
+        scale = LLM_V8_SEL(better, this_scale, scale);
+        min = LLM_V8_SEL(better, this_min, min);
+    }
+    for (k = 0; k < 8; k++) {
+        for (i = 0; i < 32; i++) {
+            L[k][i] = flat[k] ? 0 : (uint8_t) Li[i][k];   /* 0..nmax */
         }
     }
     *the_min = -min;
-    return scale;
+    *the_scale = LLM_V8_SEL(flat, zero, scale);
 }
 
 
 /* quantize_row_q4_K_ref: per 32-element sub-block a scale and a min
  * (llm_qkx2, weights |x| + rms), both quantized to 6 bits against the
  * block's largest, then the levels recomputed with the rounded scales */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* the lanes in one AVX2 instruction where the CPU has it (ifunc); without
+ * FMA, so every operation stays ggml's */
+__attribute__((target_clones("avx2", "default")))
+#endif
 static void
 llm_quantize_q4_K(const float *x, llm_block_q4_K *y, size_t nb)
 {
-    uint8_t   L[LLM_QK_K], Laux[32], ls, lm, sc, m, *q;
-    float     weights[32], mins[8], scales[8];
+    uint8_t   L[LLM_QK_K], ls, lm, sc, m, *q;
+    llm_v8f   xt[32], wt[32], sv, mv;
+    float     mins[8], scales[8];
     float     max_scale, max_min, sum_x2, av_x, inv_scale, inv_min, d, dm;
     size_t    i;
     int       j, l, v;
@@ -337,10 +358,14 @@ llm_quantize_q4_K(const float *x, llm_block_q4_K *y, size_t nb)
             }
             av_x = sqrtf(sum_x2 / 32);
             for (l = 0; l < 32; l++) {
-                weights[l] = av_x + fabsf(x[32 * j + l]);
+                xt[l][j] = x[32 * j + l];
+                wt[l][j] = av_x + fabsf(x[32 * j + l]);
             }
-            scales[j] = llm_qkx2(32, 15, x + 32 * j, weights, L + 32 * j,
-                                 &mins[j], Laux, -1.f, 0.1f, 20);
+        }
+        llm_qkx2_8(15, xt, wt, (uint8_t (*)[32]) L, &sv, &mv, -1.f, 0.1f, 20);
+        for (j = 0; j < 8; j++) {
+            scales[j] = sv[j];
+            mins[j] = mv[j];
             if (scales[j] > max_scale) {
                 max_scale = scales[j];
             }
