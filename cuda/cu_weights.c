@@ -4,6 +4,7 @@
  * the vector loads and tensor-core tiles of the kernels rely on.
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cu_plan.h"
@@ -23,10 +24,60 @@ llm_cu_carve(char *base, size_t *off, size_t bytes)
 }
 
 
+/* The kernels read f32, f16 and bf16 weights only: a model with matrices
+ * in a block format (llm_weights, a quantized GGUF) is refused, naming the
+ * first such tensor, until the backend has kernels for them.  (This
+ * library does not link the engine, so the names are spelled here.) */
+static int
+llm_cu_refuse_blocks(const llm_model *m, char *err)
+{
+    static const char  *names[] = { "q_proj", "k_proj", "v_proj", "o_proj",
+                                    "gate_proj", "up_proj", "down_proj" };
+    static const char  *types[] = { "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K" };
+    const llm_tensor   *t = NULL;
+    char                what[64];
+    int                 L, i;
+
+    if (m->weights.embed.dtype > LLM_DTYPE_BF16) {
+        t = &m->weights.embed;
+        snprintf(what, sizeof(what), "the token embedding");
+    } else if (m->weights.lm_head.dtype > LLM_DTYPE_BF16) {
+        t = &m->weights.lm_head;
+        snprintf(what, sizeof(what), "lm_head");
+    }
+    for (L = 0; t == NULL && L < m->config.n_layers; L++) {
+        const llm_layer_weights  *l = &m->weights.layers[L];
+        const llm_tensor         *ts[7] = { &l->wq, &l->wk, &l->wv, &l->wo,
+                                            &l->w_gate, &l->w_up,
+                                            &l->w_down };
+
+        for (i = 0; i < 7 && t == NULL; i++) {
+            if (ts[i]->dtype > LLM_DTYPE_BF16) {
+                t = ts[i];
+                snprintf(what, sizeof(what), "layer %d's %s", L, names[i]);
+            }
+        }
+    }
+    if (t == NULL) {
+        return 0;
+    }
+    llm_cu_errf(err, "cuda backend: quantized weights are not supported "
+                "(%s is %s); use llm_device cpu, or keep the weights as "
+                "stored (no llm_weights)", what,
+                t->dtype - LLM_DTYPE_Q8_0 < 5
+                ? types[t->dtype - LLM_DTYPE_Q8_0] : "a block format");
+    return -1;
+}
+
+
 int
 llm_cu_state_dims(llm_cu_state *s, const llm_model *m, char *err)
 {
     const llm_config  *c = &m->config;
+
+    if (llm_cu_refuse_blocks(m, err) != 0) {
+        return -1;
+    }
 
     s->c = c;
     s->H = c->hidden;

@@ -61,6 +61,7 @@ llm_backend_open(const llm_model *m, const char *device,
     char                 why[LLM_ERR_LEN];
     void                *h;
     int                  want_cuda, n, dev = 0;
+    llm_dtype            blocks;
     char                *end;
 
     if (device == NULL || device[0] == '\0') {
@@ -81,6 +82,14 @@ llm_backend_open(const llm_model *m, const char *device,
 
     if (strcmp(device, "cpu") == 0) {
         llm_errf(reason, "cpu: llm_device cpu");
+        return llm_backend_cpu_create(m, &c, err);
+    }
+    /* the CUDA backend has no kernels for block formats (and says so
+     * when asked for by name) */
+    blocks = llm_model_block_format(m);
+    if (!want_cuda && blocks != LLM_DTYPE_COUNT) {
+        llm_errf(reason, "cpu: %s weights run on the CPU",
+                 llm_dtype_name(blocks));
         return llm_backend_cpu_create(m, &c, err);
     }
 

@@ -294,6 +294,11 @@ llm_engine_create(const llm_engine_config *cfg, char *err)
     if (e->model == NULL) {
         goto fail;
     }
+    ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    bc.threads = cfg->threads > 0 ? cfg->threads : (ncpu > 0 ? (int) ncpu : 1);
+    if (llm_model_quantize(e->model, cfg->weights, bc.threads, err) != 0) {
+        goto fail;
+    }
     c = &e->model->config;
     e->max_model_len = cfg->max_model_len > 0 ? cfg->max_model_len
                                               : c->max_position_embeddings;
@@ -321,8 +326,6 @@ llm_engine_create(const llm_engine_config *cfg, char *err)
     }
     bc.gpu_memory_utilization = cfg->gpu_memory_utilization > 0
                                 ? cfg->gpu_memory_utilization : 0.9;
-    ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    bc.threads = cfg->threads > 0 ? cfg->threads : (ncpu > 0 ? (int) ncpu : 1);
     e->backend = llm_backend_open(e->model, cfg->device, &bc,
                                   e->device_reason, err);
     if (e->backend == NULL) {

@@ -379,8 +379,8 @@ ngx_http_llm_engine_fingerprint(ngx_http_llm_main_conf_t *lmcf,
 
     if (settings) {
         p = ngx_snprintf(p, buf + sizeof(buf) - p,
-                         "|%V|%i|%i|%i|%i|%O|%V|%i|%i|%i|%i",
-                         &lmcf->device, lmcf->threads,
+                         "|%V|%V|%i|%i|%i|%i|%O|%V|%i|%i|%i|%i",
+                         &lmcf->device, &lmcf->weights, lmcf->threads,
                          lmcf->max_model_len, lmcf->max_num_seqs,
                          lmcf->max_num_batched_tokens, lmcf->kv_cache_size,
                          &lmcf->gpu_memory_utilization,
@@ -640,6 +640,7 @@ ngx_http_llm_engine_process(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf,
 
     cfg.model_dir = (const char *) lmcf->model.data;
     cfg.device = (const char *) lmcf->device.data;
+    cfg.weights = (const char *) lmcf->weights.data;
     cfg.threads = (int) lmcf->threads;
     cfg.max_model_len = (int) lmcf->max_model_len;
     cfg.max_num_seqs = (int) lmcf->max_num_seqs;

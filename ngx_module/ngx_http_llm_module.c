@@ -18,6 +18,8 @@ static char *ngx_http_llm_merge_loc_conf(ngx_conf_t *cf, void *parent,
 
 static char *ngx_http_llm_device(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_llm_weights(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
 static char *ngx_http_llm_gpu_memory_utilization(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
 static char *ngx_http_llm_speculative(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -80,6 +82,13 @@ static ngx_command_t  ngx_http_llm_commands[] = {
       ngx_http_llm_device,
       NGX_HTTP_MAIN_CONF_OFFSET,
       offsetof(ngx_http_llm_main_conf_t, device),
+      NULL },
+
+    { ngx_string("llm_weights"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_llm_weights,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      offsetof(ngx_http_llm_main_conf_t, weights),
       NULL },
 
     { ngx_string("llm_threads"),
@@ -287,6 +296,7 @@ ngx_http_llm_create_main_conf(ngx_conf_t *cf)
      *     lmcf->model = { 0, NULL };
      *     lmcf->served_model_name = { 0, NULL };
      *     lmcf->device = { 0, NULL };
+     *     lmcf->weights = { 0, NULL };
      *     lmcf->gpu_memory_utilization = { 0, NULL };
      *     lmcf->gpu_util = 0;
      *     lmcf->spec_tokens = 0;
@@ -586,6 +596,36 @@ ngx_http_llm_device(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                        "\"llm_device\": invalid value \"%V\", use auto, "
                        "cpu or cuda:N", device);
     return NGX_CONF_ERROR;
+}
+
+
+/* quantize on load; unset keeps the weights as stored */
+static char *
+ngx_http_llm_weights(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_str_t  *value, *weights;
+
+    weights = (ngx_str_t *) ((char *) conf + cmd->offset);
+
+    if (weights->data) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (ngx_strcmp(value[1].data, "q8_0") != 0
+        && ngx_strcmp(value[1].data, "q4_0") != 0
+        && ngx_strcmp(value[1].data, "q4_k") != 0)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"llm_weights\": invalid value \"%V\", use "
+                           "q8_0, q4_0 or q4_k", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    *weights = value[1];
+
+    return NGX_CONF_OK;
 }
 
 

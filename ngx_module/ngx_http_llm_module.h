@@ -166,6 +166,8 @@ typedef struct {
     ngx_str_t                   model;
     ngx_str_t                   served_model_name;
     ngx_str_t                   device;
+    ngx_str_t                   weights;       /* llm_weights; empty: as
+                                                  stored */
     ngx_int_t                   threads;
     ngx_int_t                   max_model_len;
     ngx_int_t                   max_num_seqs;

@@ -44,7 +44,7 @@ sed -n '/^mini_tokenizer() {/,/^}/p' t/gpu/run.sh > "$tmp/mini.sh"
 mini_tokenizer "$tmp/tok"
 PROMPT="The quick brown fox jumps over the lazy dog."
 
-echo "1..13"
+echo "1..15"
 for dt in f16 bf16; do
     # sampling through the engine (e2e's step 3) once, on f16
     sampling=1
@@ -131,4 +131,16 @@ LLM_EMU_MEM=$((600 * 1024 * 1024)) "$BUILD/llm" generate --model "$tmp/f16" \
     --prompt hi --max-tokens 2 --device cuda:0 > /dev/null 2> "$tmp/oom2"
 [ $? -ne 0 ] && grep -q "the KV cache needs 128 MiB (8192 blocks.*llm_max_model_len" "$tmp/oom2"
 ok $? "a KV cache that does not fit: $(cat "$tmp/oom2")"
+
+# block formats: cuda:0 refuses them by name; auto serves them on the CPU
+"$BUILD/llm" generate --model "$tmp/f16" --prompt hi --max-tokens 2 \
+    --device cuda:0 --weights q4_k > /dev/null 2> "$tmp/q1"
+[ $? -ne 0 ] && grep -q "cuda backend: quantized weights are not supported (lm_head is Q4_K)" "$tmp/q1"
+ok $? "llm_weights q4_k on cuda:0: $(cat "$tmp/q1")"
+"$BUILD/llm" generate --model "$tmp/f16" --prompt "$PROMPT" --max-tokens 8 \
+    --temperature 0 --device auto --weights q8_0 --json > "$tmp/q2" 2>&1 &&
+"$BUILD/llm" generate --model "$tmp/f16" --prompt "$PROMPT" --max-tokens 8 \
+    --temperature 0 --device cpu --weights q8_0 --json > "$tmp/q3" 2>&1 &&
+[ "$(grep -o '"ids":[^]]*' "$tmp/q2")" = "$(grep -o '"ids":[^]]*' "$tmp/q3")" ]
+ok $? "llm_weights q8_0 with llm_device auto and a GPU: the CPU's ids"
 exit $((fails > 0))

@@ -131,10 +131,16 @@ llm_cmd_bench(int argc, char **argv)
     if (dir == NULL) {
         return llm_cli_fail("usage: llm bench --model DIR [--prompt-len P "
                             "--gen-len G --batch B --threads T --reps R "
-                            "--device D] [--json]");
+                            "--device D --weights q8_0|q4_0|q4_k] [--json]");
     }
     m = llm_model_load(dir, err);
     if (m == NULL) {
+        return llm_cli_fail("%s", err);
+    }
+    if (llm_model_quantize(m, llm_cli_opt(argc, argv, "--weights"), threads,
+                           err) != 0)
+    {
+        llm_model_free(m);
         return llm_cli_fail("%s", err);
     }
     per_seq = (P + G + LLM_BLOCK_SIZE - 1) / LLM_BLOCK_SIZE;

@@ -8,7 +8,7 @@
  * Also, for tests and benchmarks: --frequency-penalty F, --presence-penalty
  * F, --ignore-eos, --logit-bias ID:V,ID:V..., --spec K [--lookup-min m
  * --lookup-max M] (n-gram speculation, default lookup 1..4), --threads N,
- * --device D.  With --spec, --json adds the speculation counters.
+ * --device D, --weights q8_0|q4_0|q4_k (quantize on load).  With --spec, --json adds the speculation counters.
  * --prompt-logprobs N: --json adds "prompt_logprobs", one
  * {"id","logprob","rank","top":[[id,logprob]...]} per prompt token after
  * the first.
@@ -255,7 +255,8 @@ llm_cmd_generate(int argc, char **argv)
     if (dir == NULL || prompt == NULL) {
         return llm_cli_fail("usage: llm generate --model DIR --prompt TEXT "
                             "[--max-tokens N --temperature T --top-p P "
-                            "--top-k K --seed S --threads N --device D --json]");
+                            "--top-k K --seed S --threads N --device D "
+                            "--weights q8_0|q4_0|q4_k --json]");
     }
     for (i = 0; i < NOPT; i++) {
         have[i] = llm_gen_num_opt(argc, argv, nums[i], &v[i]);
@@ -267,6 +268,7 @@ llm_cmd_generate(int argc, char **argv)
     sem_init(&sem, 0, 0);
     cfg.model_dir = dir;
     cfg.device = llm_cli_opt(argc, argv, "--device");
+    cfg.weights = llm_cli_opt(argc, argv, "--weights");
     if (cfg.device == NULL) {
         cfg.device = "cpu";
     }

@@ -80,7 +80,8 @@ llm_cmd_logits(int argc, char **argv)
 
     if (dir == NULL || ids_s == NULL || out == NULL) {
         return llm_cli_fail("usage: llm logits --model DIR --ids 1,2,3 "
-                            "--out FILE [--threads N --device D]");
+                            "--out FILE [--threads N --device D "
+                            "--weights q8_0|q4_0|q4_k]");
     }
     n = llm_cli_parse_ids(ids_s, &ids);
     if (n <= 0) {
@@ -99,6 +100,12 @@ llm_cmd_logits(int argc, char **argv)
         }
     }
     bc.threads = llm_cli_threads(argc, argv);
+    if (llm_model_quantize(m, llm_cli_opt(argc, argv, "--weights"),
+                           bc.threads, err) != 0)
+    {
+        llm_cli_fail("%s", err);
+        goto done;
+    }
     bc.min_blocks = (n + LLM_BLOCK_SIZE - 1) / LLM_BLOCK_SIZE;
     b = llm_backend_open(m, device ? device : "cpu", &bc, NULL, err);
     if (b == NULL) {

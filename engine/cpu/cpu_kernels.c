@@ -1,6 +1,8 @@
 /*
  * cpu_kernels.c -- picks the kernel set the CPU supports.  LLM_CPU_KERNELS
  * (avx512, avx2, generic) restricts the choice, for tests and benchmarks.
+ * The AVX-512 set also uses VNNI (the int8 dot products of the block
+ * formats), so a CPU with AVX-512 but no VNNI (Skylake-X) gets the AVX2 set.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +24,8 @@ llm_cpu_kernels_select(void)
         && __builtin_cpu_supports("avx512f")
         && __builtin_cpu_supports("avx512bw")
         && __builtin_cpu_supports("avx512vl")
-        && __builtin_cpu_supports("avx512dq"))
+        && __builtin_cpu_supports("avx512dq")
+        && __builtin_cpu_supports("avx512vnni"))
     {
         return &llm_cpu_kernels_avx512;
     }

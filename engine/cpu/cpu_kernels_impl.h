@@ -44,6 +44,8 @@
 #define LLM_MATMUL_MC_BYTES (512 * 1024) /* token panels kept in L2 */
 #define LLM_MATMUL_KC      128          /* inputs per slice: tokens in L1 */
 
+#include "cpu_quant_impl.h"
+
 
 LLM_ALWAYS_INLINE VEC
 KSUFFIX(loadw)(const int dt, const void *w, size_t i)
@@ -418,6 +420,10 @@ static void
 KSUFFIX(matmul)(const float *x, int ldx, int M, const llm_tensor *w, int n0,
     int n1, float *y, int ldy, float *scratch)
 {
+    if (llm_dtype_is_quantized(w->dtype)) {
+        KSUFFIX(matmul_quant)(x, ldx, M, w, n0, n1, y, ldy, scratch);
+        return;
+    }
     if (M < LLM_MATMUL_SMALL_M) {
         switch (w->dtype) {
         case LLM_DTYPE_BF16:
@@ -586,7 +592,11 @@ KSUFFIX(row_to_f32)(float *out, const llm_tensor *w, int row)
     LLM_ROW_CASE(LLM_DTYPE_F16)
     LLM_ROW_CASE(LLM_DTYPE_F32)
     default:
-        abort();
+        llm_dequantize_row(w->dtype, (const char *) w->data
+                           + (size_t) row * llm_dtype_row_bytes(w->dtype,
+                                                                w->cols),
+                           out, (size_t) w->cols);
+        break;
     }
 #undef LLM_ROW_CASE
 }

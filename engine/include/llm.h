@@ -27,6 +27,8 @@ typedef struct llm_model    llm_model;
 typedef struct {
     const char  *model_dir;
     const char  *device;                 /* "auto" | "cpu" | "cuda:N"; NULL = auto */
+    const char  *weights;                /* quantize on load: "q8_0" | "q4_0" |
+                                            "q4_k"; NULL = as stored */
     int          threads;                /* CPU compute threads; 0 = all cores */
     int          max_model_len;          /* 0 = the model's max_position_embeddings */
     int          max_num_seqs;           /* 0 = 64 */

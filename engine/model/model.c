@@ -468,6 +468,7 @@ llm_model_free(llm_model *m)
     free(m->owned);
     free(m->weights.layers);
     free(m->f32_store);
+    free(m->quant_store);
     free(m->gen.eos_ids);
     if (m->tokenizer) {
         llm_tokenizer_free(m->tokenizer);

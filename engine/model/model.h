@@ -102,6 +102,8 @@ struct llm_model {
     float                 *f32_store;        /* converted vectors */
     void                 **owned;            /* GGUF: un-permuted q/k, ... */
     int                    n_owned;
+    char                  *quant_store;      /* llm_model_quantize()'s
+                                                matrices; NULL: none */
 };
 
 /* Loads DIR: config.json, model.safetensors or model.safetensors.index.json
@@ -110,6 +112,17 @@ struct llm_model {
  * One clear message naming the file and the problem on failure. */
 llm_model *llm_model_load(const char *dir, char *err);
 void llm_model_free(llm_model *m);
+
+/* Quantize on load (model_quantize.c): weights "q8_0", "q4_0" or "q4_k"
+ * rewrites the layers' matrices and an untied lm_head in that block
+ * format with `threads` threads; NULL or "" keeps them as stored. */
+int llm_model_quantize(llm_model *m, const char *weights, int threads,
+    char *err);
+/* the block format of the model's first quantized matrix, or
+ * LLM_DTYPE_COUNT when every matrix is f32, f16 or bf16 */
+llm_dtype llm_model_block_format(const llm_model *m);
+/* "q8_0" | "q4_0" | "q4_k" -> the dtype; NULL or "" -> LLM_DTYPE_COUNT */
+int llm_weights_type(const char *name, llm_dtype *t);
 
 /* config.json -> llm_config (model_config.c). */
 int llm_config_load(const char *dir, llm_config *c, char *err);

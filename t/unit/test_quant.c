@@ -1,0 +1,231 @@
+/*
+ * test_quant.c -- the block formats: quantize/dequantize round trips, and
+ * every kernel set's matmul over each block format against the f32
+ * reference (dequantized weights times f32 activations, in double).
+ *
+ * Tolerance: the kernels quantize each block of 32 activations to int8
+ * with d = amax / 127, so each activation moves by at most d / 2; an
+ * output can move by at most sum over blocks of (d_b / 2) * sum |w_k| in
+ * the block, plus f32 rounding (1e-5 of sum |w_k x_k|).  The test checks
+ * that bound (exceeding it means a wrong block layout, scale or offset:
+ * those are off by whole units of the weights) and also reports the
+ * typical error, which is far below it.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tap.h"
+#include "cpu/cpu_kernels.h"
+#include "model/quant.h"
+#include "util/util.h"
+
+
+static uint64_t  rng = 88172645463325252ULL;
+
+
+static uint32_t
+rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t) (rng >> 11);
+}
+
+
+static float
+rndf(void)
+{
+    return (float) ((rnd() & 0xFFFFFF) / 16777216.0 * 2.0 - 1.0);
+}
+
+
+/* rows x cols of weights in block format t: quantized from random floats
+ * where a quantizer exists, else random bytes with sane f16 scales */
+static void *
+make_weights(llm_dtype t, int rows, int cols)
+{
+    size_t    rb = llm_dtype_row_bytes(t, (size_t) cols), i;
+    uint8_t  *w = malloc(rb * rows);
+    float    *x = malloc(sizeof(float) * cols);
+    int       r, k;
+
+    for (r = 0; r < rows; r++) {
+        if (llm_quantize_supported(t)) {
+            for (k = 0; k < cols; k++) {
+                x[k] = rndf() * (k % 7 == 0 ? 3.0f : 1.0f);
+            }
+            llm_quantize_row(t, x, w + r * rb, (size_t) cols);
+            continue;
+        }
+        for (i = 0; i < rb; i++) {
+            w[r * rb + i] = (uint8_t) rnd();
+        }
+        for (i = 0; i < (size_t) cols / LLM_QK_K; i++) {
+            uint8_t  *b = w + r * rb + i * llm_dtype_block_bytes(t);
+            uint16_t  d = llm_f32_to_f16(0.001f + (rnd() % 1000) * 1e-5f);
+            uint16_t  dm = llm_f32_to_f16((rnd() % 1000) * 1e-5f);
+
+            if (t == LLM_DTYPE_Q6_K) {
+                memcpy(b + 208, &d, 2);
+            } else {
+                memcpy(b, &d, 2);
+                memcpy(b + 2, &dm, 2);
+            }
+        }
+    }
+    free(x);
+    return w;
+}
+
+
+static void
+check_roundtrip(llm_dtype t, int cols)
+{
+    float   *x = malloc(sizeof(float) * cols), *y = malloc(sizeof(float) * cols);
+    void    *q = malloc(llm_dtype_row_bytes(t, (size_t) cols));
+    double   err = 0, amax = 0;
+    int      k;
+
+    for (k = 0; k < cols; k++) {
+        x[k] = rndf();
+        amax = fabs(x[k]) > amax ? fabs(x[k]) : amax;
+    }
+    llm_quantize_row(t, x, q, (size_t) cols);
+    llm_dequantize_row(t, q, y, (size_t) cols);
+    for (k = 0; k < cols; k++) {
+        err = fabs(x[k] - y[k]) > err ? fabs(x[k] - y[k]) : err;
+    }
+    /* one step of the coarsest grid: 2 amax / 15 for 4 bits (Q4_K's
+     * 6-bit scales can stretch its step by a little) */
+    tap_ok(err <= amax * (t == LLM_DTYPE_Q8_0 ? 1.0 / 127 : 2.2 / 15),
+           "%s round trip: max |x - dq(q(x))| %.4g (amax %.3g)",
+           llm_dtype_name(t), err, amax);
+    free(x);
+    free(y);
+    free(q);
+}
+
+
+static void
+check_matmul(const llm_cpu_kernels *kset, llm_dtype t, int N, int K, int M)
+{
+    void        *wq = make_weights(t, N, K);
+    float       *wf = malloc(sizeof(float) * N * K);
+    float       *x = malloc(sizeof(float) * M * K);
+    float       *y = malloc(sizeof(float) * M * N);
+    float       *y1 = malloc(sizeof(float) * N);
+    float       *scratch = malloc(sizeof(float) * llm_matmul_scratch_size(K, M));
+    llm_tensor   w = { wq, t, N, K };
+    double       ref, bound, absum, wsum, amax, worst = 0, typical = 0;
+    int          n, m, k, b, bad = 0, same = 1;
+
+    for (n = 0; n < N; n++) {
+        llm_dequantize_row(t, (char *) wq + n * llm_dtype_row_bytes(t, K),
+                           wf + (size_t) n * K, (size_t) K);
+    }
+    for (k = 0; k < M * K; k++) {
+        x[k] = rndf() * (k % 13 == 0 ? 4.0f : 1.0f);
+    }
+    kset->matmul(x, K, M, &w, 0, N, y, N, scratch);
+    for (m = 0; m < M; m++) {
+        for (n = 0; n < N; n++) {
+            ref = 0;
+            absum = 0;
+            bound = 0;
+            for (b = 0; b < K / 32; b++) {
+                amax = 0;
+                wsum = 0;
+                for (k = b * 32; k < b * 32 + 32; k++) {
+                    ref += (double) wf[(size_t) n * K + k] * x[m * K + k];
+                    absum += fabs((double) wf[(size_t) n * K + k]
+                                  * x[m * K + k]);
+                    wsum += fabs(wf[(size_t) n * K + k]);
+                    amax = fabs(x[m * K + k]) > amax ? fabs(x[m * K + k])
+                                                     : amax;
+                }
+                bound += amax / 127 / 2 * wsum;
+            }
+            bound += 1e-5 * absum;
+            if (fabs(y[m * N + n] - ref) > bound) {
+                bad++;
+            }
+            worst = fabs(y[m * N + n] - ref) / bound > worst
+                    ? fabs(y[m * N + n] - ref) / bound : worst;
+            typical += fabs(y[m * N + n] - ref) / (absum + 1e-30);
+        }
+    }
+    /* a token's result does not depend on the batch: row M-1 alone */
+    kset->matmul(x + (size_t) (M - 1) * K, K, 1, &w, 0, N, y1, N, scratch);
+    for (n = 0; n < N; n++) {
+        same &= y1[n] == y[(size_t) (M - 1) * N + n];
+    }
+    tap_ok(bad == 0, "%s %s N=%d K=%d M=%d: %d outputs beyond the bound "
+           "(worst %.2f of it, mean |err| / sum|wx| %.2g)", kset->name,
+           llm_dtype_name(t), N, K, M, bad, worst,
+           typical / (M * N));
+    tap_ok(same, "%s %s M=%d: the last row alone gives the same bits",
+           kset->name, llm_dtype_name(t), M);
+    free(wq);
+    free(wf);
+    free(x);
+    free(y);
+    free(y1);
+    free(scratch);
+}
+
+
+static void
+check_row_to_f32(const llm_cpu_kernels *kset, llm_dtype t)
+{
+    int          N = 3, K = 512;
+    void        *wq = make_weights(t, N, K);
+    float        a[512], b[512];
+    llm_tensor   w = { wq, t, N, K };
+
+    kset->row_to_f32(a, &w, 2);
+    llm_dequantize_row(t, (char *) wq + 2 * llm_dtype_row_bytes(t, K), b,
+                       (size_t) K);
+    tap_ok(memcmp(a, b, sizeof(a)) == 0, "%s %s row_to_f32 = dequantize",
+           kset->name, llm_dtype_name(t));
+    free(wq);
+}
+
+
+int
+main(void)
+{
+    static const llm_dtype  types[] = { LLM_DTYPE_Q8_0, LLM_DTYPE_Q4_0,
+                                        LLM_DTYPE_Q4_K, LLM_DTYPE_Q5_K,
+                                        LLM_DTYPE_Q6_K };
+    static const int        Ms[] = { 1, 2, 3, 5, 9, 33 };
+    const llm_cpu_kernels  *sets[3];
+    int                     ns = 0, s, i, j;
+
+    sets[ns++] = &llm_cpu_kernels_generic;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        sets[ns++] = &llm_cpu_kernels_avx2;
+    }
+    if (llm_cpu_kernels_select() == &llm_cpu_kernels_avx512) {
+        sets[ns++] = &llm_cpu_kernels_avx512;
+    } else {
+        tap_diag("no AVX-512 VNNI here: its kernels are not run");
+    }
+#endif
+    check_roundtrip(LLM_DTYPE_Q8_0, 1024);
+    check_roundtrip(LLM_DTYPE_Q4_0, 1024);
+    check_roundtrip(LLM_DTYPE_Q4_K, 1024);
+    for (s = 0; s < ns; s++) {
+        for (i = 0; i < 5; i++) {
+            check_row_to_f32(sets[s], types[i]);
+            for (j = 0; j < 6; j++) {
+                check_matmul(sets[s], types[i], 19, 512, Ms[j]);
+            }
+        }
+    }
+    printf("1..%d\n", tap_n);
+    return tap_failed != 0;
+}
