@@ -48,6 +48,10 @@ static ngx_int_t ngx_http_llm_variable_value(ngx_http_variable_value_t *v,
 
 static ngx_http_variable_t  ngx_http_llm_vars[] = {
 
+    /* router mode (ngx_http_llm_router.c): computed once per request */
+    { ngx_string("llm_prefix_key"), NULL, ngx_http_llm_router_prefix_key,
+      0, 0, 0 },
+
     { ngx_string("llm_request_id"), NULL, ngx_http_llm_variable_str,
       offsetof(ngx_http_llm_ctx_t, id), NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
