@@ -26,6 +26,7 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 use NginxLLM;
 use Fleet;
+use Prometheus;
 
 if (my $why = Fleet::cannot()) {
     plan skip_all => "network namespaces cannot be made here: $why";
@@ -266,6 +267,29 @@ for my $case (['non-JSON', '{"messages": [', 400],
     is($a->{status}, $b->{status}, "$case->[0]: the node's status");
     is_deeply($a->{json}, $b->{json}, "$case->[0]: the node's error object");
 }
+
+# a node as an Inference Extension endpoint (the model-server protocol of
+# gateway-api-inference-extension, docs/proposals/003): the metrics the
+# endpoint picker reads, with their meanings, and the OpenAI routes
+
+my $m = Prometheus::parse($node->get('/metrics')->{content});
+is($m->{type}{'vllm:num_requests_waiting'}, 'gauge', 'queue: a gauge');
+is($m->{type}{'vllm:num_requests_running'}, 'gauge', 'running: a gauge');
+is($m->{type}{'vllm:kv_cache_usage_perc'}, 'gauge', 'KV usage: a gauge');
+my ($info) = @{ $m->series('vllm:cache_config_info') };
+my %l = %{ $info->[0] // {} };
+is($l{block_size}, 16, 'cache_config_info: block_size 16');
+is($l{num_gpu_blocks}, $blocks, "cache_config_info: num_gpu_blocks $blocks");
+my $u = $m->value('vllm:kv_cache_usage_perc');
+ok(defined $u && $u >= 0 && $u <= 1, 'KV usage is a fraction');
+for my $route ('/v1/chat/completions', '/v1/completions') {
+    my $r = $node->post($route, { max_tokens => 1,
+        $route =~ /chat/ ? (messages => [ { role => 'user',
+                                            content => 'hi' } ])
+                         : (prompt => 'hi') });
+    is($r->{status}, 200, "$route: 200");
+}
+is($node->get('/v1/models')->{json}{data}[0]{id}, 'tiny', '/v1/models');
 
 $front->done;
 $f->node($_)->done for 0 .. 2;
