@@ -184,7 +184,9 @@ ngx_http_llm_deliver_body(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 
     ngx_http_llm_json_init(&j, r->pool, size);
 
-    if (ctx->route->body(ctx, &j) != NGX_OK) {
+    if (ctx->route->body(ctx, &j) != NGX_OK
+        || ngx_http_llm_billing_header(r, ctx) != NGX_OK)
+    {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 

@@ -469,6 +469,11 @@ ngx_int_t ngx_http_llm_engine_stats(llm_engine_stats *st);
 ngx_int_t ngx_http_llm_api_handler(ngx_http_request_t *r);
 void ngx_http_llm_parse(ngx_http_llm_job_t *job);
 
+/* ngx_http_llm_billing.c */
+ngx_int_t ngx_http_llm_billing_header(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx);
+ngx_http_llm_ctx_t *ngx_http_llm_billing_ctx(ngx_http_request_t *r);
+
 /* ngx_http_llm_router.c */
 char *ngx_http_llm_router_model(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);

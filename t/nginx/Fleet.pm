@@ -164,6 +164,7 @@ sub hits {
 
 # runs the requests (hashes: tenant, system, user) with this many
 # clients at once, through the front; returns the responses' statuses
+# (and, in list context, their latencies in ms)
 sub run {
     my ($self, $requests, $clients, %o) = @_;
     my @pids;
@@ -174,12 +175,14 @@ sub run {
             my @st;
             for (my $k = $c; $k < @$requests; $k += $clients) {
                 my $q = $requests->[$k];
+                my $t0 = time;
                 my $r = $self->{front}->post('/v1/chat/completions', {
                     messages => [ { role => 'system', content => $q->{system} },
                                   { role => 'user', content => $q->{user} } ],
                     max_tokens => $o{max_tokens} // 2, temperature => 0 },
                     headers => { 'X-Tenant' => $q->{tenant} });
-                push @st, $r->{status};
+                push @st, sprintf '%d:%.3f', $r->{status},
+                                  (time - $t0) * 1000;
             }
             open my $fh, '>', "$dir/run-$c" or POSIX::_exit(1);
             print $fh "@st\n";
@@ -189,8 +192,11 @@ sub run {
         push @pids, $pid;
     }
     waitpid($_, 0) for @pids;
-    return [ map { split ' ', NginxLLM::slurp("$dir/run-$_") }
-             0 .. $clients - 1 ];
+    my @r = map { [ split /:/ ] }
+            map { split ' ', NginxLLM::slurp("$dir/run-$_") }
+            0 .. $clients - 1;
+    my @st = map { $_->[0] } @r;
+    return wantarray ? (\@st, [ map { $_->[1] } @r ]) : \@st;
 }
 
 # the 8-tenant workload: distinct ~1,000-token system prompts (seeded
