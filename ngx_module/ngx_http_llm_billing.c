@@ -18,27 +18,31 @@
 #include "ngx_http_llm_module.h"
 
 
+static ngx_table_elt_t *ngx_http_llm_billing_find(ngx_list_t *headers);
+static double ngx_http_llm_billing_time(u_char *v, u_char *end);
+
+
 static ngx_str_t  ngx_http_llm_billing_name = ngx_string("LLM-Billing");
 
 
-/* the node: the record of a finished request, before its body is sent */
+/* the record of a finished request: "id=... prompt=... model=..." */
 
-ngx_int_t
-ngx_http_llm_billing_header(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
+static u_char *
+ngx_http_llm_billing_print(ngx_pool_t *pool, ngx_http_llm_ctx_t *ctx,
+    size_t *len)
 {
-    int               n;
-    u_char           *p;
-    size_t            size;
-    ngx_table_elt_t  *h;
+    int      n;
+    u_char  *p;
+    size_t   size;
 
     size = sizeof("id= prompt= cached= completion= finish= log_stats= "
                   "queued= scheduled= first= last= model=") - 1
            + ctx->id.len + 3 * NGX_INT_T_LEN + 16 + 1 + 4 * 32
            + ctx->model.len + 1;
 
-    p = ngx_pnalloc(r->pool, size);
+    p = ngx_pnalloc(pool, size);
     if (p == NULL) {
-        return NGX_ERROR;
+        return NULL;
     }
 
     n = snprintf((char *) p, size,
@@ -55,8 +59,21 @@ ngx_http_llm_billing_header(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
                  (int) ctx->model.len, ctx->model.data);
 
     if (n < 0 || (size_t) n >= size) {
-        return NGX_ERROR;
+        return NULL;
     }
+
+    *len = n;
+
+    return p;
+}
+
+
+/* the node: the record in a header, before a body is sent */
+
+ngx_int_t
+ngx_http_llm_billing_header(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
+{
+    ngx_table_elt_t  *h;
 
     h = ngx_list_push(&r->headers_out.headers);
     if (h == NULL) {
@@ -65,37 +82,51 @@ ngx_http_llm_billing_header(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 
     h->hash = 1;
     h->key = ngx_http_llm_billing_name;
-    h->value.data = p;
-    h->value.len = n;
+    h->value.data = ngx_http_llm_billing_print(r->pool, ctx, &h->value.len);
 
-    return NGX_OK;
+    return h->value.data ? NGX_OK : NGX_ERROR;
 }
 
 
-/*
- * The router: a ctx made from the node's record, once per request (the
- * variables ask for it); NULL where there is none (no router model, no
- * response from a node, a stream, an error).
- */
+/* the node: whether the request asks for the record of a stream (a
+ * router's "LLM-Billing: stream") */
 
-ngx_http_llm_ctx_t *
-ngx_http_llm_billing_ctx(ngx_http_request_t *r)
+ngx_uint_t
+ngx_http_llm_billing_wanted(ngx_http_request_t *r)
 {
-    u_char                    *s, *v, *end, *last;
-    size_t                     klen;
-    ngx_uint_t                 i, f;
-    ngx_list_part_t           *part;
-    ngx_table_elt_t           *h;
-    ngx_http_llm_ctx_t        *ctx;
-    ngx_http_llm_main_conf_t  *lmcf;
+    return ngx_http_llm_billing_find(&r->headers_in.headers) != NULL;
+}
 
-    lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_module);
 
-    if (lmcf->router == NULL || r->upstream == NULL) {
-        return NULL;
+/* the node: the record as a stream's last event, an SSE comment after
+ * [DONE] (clients ignore comments; a router takes it out) */
+
+void
+ngx_http_llm_billing_event(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx)
+{
+    u_char  *p;
+    size_t   len;
+
+    p = ngx_http_llm_billing_print(j->pool, ctx, &len);
+    if (p == NULL) {
+        j->failed = 1;
+        return;
     }
 
-    part = &r->upstream->headers_in.headers.part;
+    ngx_http_llm_json_lit(j, NGX_HTTP_LLM_BILLING_EVENT);
+    ngx_http_llm_json_raw(j, p, len);
+    ngx_http_llm_json_lit(j, "\n\n");
+}
+
+
+static ngx_table_elt_t *
+ngx_http_llm_billing_find(ngx_list_t *headers)
+{
+    ngx_uint_t        i;
+    ngx_list_part_t  *part;
+    ngx_table_elt_t  *h;
+
+    part = &headers->part;
     h = part->elts;
 
     for (i = 0; /* void */; i++) {
@@ -114,9 +145,48 @@ ngx_http_llm_billing_ctx(ngx_http_request_t *r)
             && ngx_strncasecmp(h[i].key.data, ngx_http_llm_billing_name.data,
                                h[i].key.len) == 0)
         {
-            break;
+            return &h[i];
         }
     }
+}
+
+
+/*
+ * The router: a ctx made from the node's record in its response header,
+ * once per request (the variables ask for it); NULL where there is none
+ * (no router model, no response from a node, an error).
+ */
+
+ngx_http_llm_ctx_t *
+ngx_http_llm_billing_ctx(ngx_http_request_t *r)
+{
+    ngx_table_elt_t           *h;
+    ngx_http_llm_main_conf_t  *lmcf;
+
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_module);
+
+    if (lmcf->router == NULL || r->upstream == NULL) {
+        return NULL;
+    }
+
+    h = ngx_http_llm_billing_find(&r->upstream->headers_in.headers);
+    if (h == NULL) {
+        return NULL;
+    }
+
+    return ngx_http_llm_billing_parse(r, h->value.data, h->value.len);
+}
+
+
+/* the record "key=value ..." (model= is the rest) into the request's ctx */
+
+ngx_http_llm_ctx_t *
+ngx_http_llm_billing_parse(ngx_http_request_t *r, u_char *s, size_t len)
+{
+    u_char              *v, *end, *last;
+    size_t               klen;
+    ngx_uint_t           f;
+    ngx_http_llm_ctx_t  *ctx;
 
     ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_llm_ctx_t));
     if (ctx == NULL) {
@@ -129,10 +199,7 @@ ngx_http_llm_billing_ctx(ngx_http_request_t *r)
         return NULL;
     }
 
-    /* "key=value" fields; model= is the rest of the line */
-
-    s = h[i].value.data;
-    last = s + h[i].value.len;
+    last = s + len;
 
     while (s < last) {
         v = ngx_strlchr(s, last, '=');
@@ -180,16 +247,16 @@ ngx_http_llm_billing_ctx(ngx_http_request_t *r)
             }
 
         } else if (NGX_HTTP_LLM_FIELD("queued")) {
-            ctx->stats.queued = strtod((char *) v, NULL);
+            ctx->stats.queued = ngx_http_llm_billing_time(v, end);
 
         } else if (NGX_HTTP_LLM_FIELD("scheduled")) {
-            ctx->stats.scheduled = strtod((char *) v, NULL);
+            ctx->stats.scheduled = ngx_http_llm_billing_time(v, end);
 
         } else if (NGX_HTTP_LLM_FIELD("first")) {
-            ctx->stats.first_token = strtod((char *) v, NULL);
+            ctx->stats.first_token = ngx_http_llm_billing_time(v, end);
 
         } else if (NGX_HTTP_LLM_FIELD("last")) {
-            ctx->stats.last_token = strtod((char *) v, NULL);
+            ctx->stats.last_token = ngx_http_llm_billing_time(v, end);
         }
 
 #undef NGX_HTTP_LLM_FIELD
@@ -211,4 +278,21 @@ ngx_http_llm_billing_ctx(ngx_http_request_t *r)
     ngx_http_set_ctx(r, ctx, ngx_http_llm_module);
 
     return ctx;
+}
+
+
+/* a time of the record; the text is not NUL-terminated in a stream */
+
+static double
+ngx_http_llm_billing_time(u_char *v, u_char *end)
+{
+    u_char  buf[64];
+
+    if (end - v >= (ssize_t) sizeof(buf)) {
+        return 0;
+    }
+
+    *ngx_cpymem(buf, v, end - v) = '\0';
+
+    return strtod((char *) buf, NULL);
 }

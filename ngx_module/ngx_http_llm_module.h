@@ -65,6 +65,9 @@
 
 #define NGX_HTTP_LLM_MAX_LOGPROBS           20
 
+/* a stream's billing record for a router: an SSE comment after [DONE] */
+#define NGX_HTTP_LLM_BILLING_EVENT          ": llm-billing "
+
 /* llm_router_model's prefix_blocks: the blocks $llm_prefix_key covers */
 #define NGX_HTTP_LLM_ROUTER_BLOCKS          16
 #define NGX_HTTP_LLM_ROUTER_MAX_BLOCKS      256
@@ -394,6 +397,8 @@ struct ngx_http_llm_ctx_s {
     unsigned                    paused:1;      /* the engine holds it back:
                                                   the client is behind */
     unsigned                    done:1;        /* final output written */
+    unsigned                    billing:1;     /* a router asks for the
+                                                  stream's record */
 };
 
 
@@ -472,7 +477,12 @@ void ngx_http_llm_parse(ngx_http_llm_job_t *job);
 /* ngx_http_llm_billing.c */
 ngx_int_t ngx_http_llm_billing_header(ngx_http_request_t *r,
     ngx_http_llm_ctx_t *ctx);
+ngx_uint_t ngx_http_llm_billing_wanted(ngx_http_request_t *r);
+void ngx_http_llm_billing_event(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx);
 ngx_http_llm_ctx_t *ngx_http_llm_billing_ctx(ngx_http_request_t *r);
+ngx_http_llm_ctx_t *ngx_http_llm_billing_parse(ngx_http_request_t *r,
+    u_char *s, size_t len);
 
 /* ngx_http_llm_router.c */
 char *ngx_http_llm_router_model(ngx_conf_t *cf, ngx_command_t *cmd,

@@ -280,6 +280,44 @@ for my $k (1 .. 6) {
                             . "node's");
 }
 
+# streams too: the node's record rides after [DONE] as an SSE comment,
+# which the front takes out; the client gets the node's stream without it
+
+for my $k (1 .. 4) {
+    my $r = $front->stream('/v1/chat/completions', {
+        messages => [ { role => 'system', content => $systems[$k] },
+                      { role => 'user', content => "stream bill $k" } ],
+        max_tokens => 20 + $k, stream => \1,
+        stream_options => { include_usage => \1 } });
+    is($r->{status}, 200, "billed stream $k: 200");
+    my ($usage) = grep { ref $_ && $_->{usage} } @{ $r->{events} };
+    my $id = $usage->{id} // '';
+    unlike($r->{content}, qr/llm-billing/, "billed stream $k: no record "
+                                           . 'reaches the client');
+    like($r->{content}, qr/\n\ndata: \[DONE\]\n\n\z/,
+         "billed stream $k: it ends with [DONE]");
+    my $at_front = $front->wait_log_line(qr/ id=\Q$id\E /);
+    my ($at_node, $deadline) = (undef, time + 10);
+    while (!defined $at_node && time < $deadline) {
+        ($at_node) = grep { defined }
+                     map { $f->node($_)->wait_log_line(qr/ id=\Q$id\E /, 0.01) }
+                     0 .. 2;
+        sleep 0.05 unless defined $at_node;
+    }
+    like($at_front // '',
+         qr/completion=$usage->{usage}{completion_tokens} /,
+         "billed stream $k: the front logs the node's counts");
+    is($at_front, $at_node, "billed stream $k: the front's line is the "
+                            . "node's");
+}
+
+# a node asked directly (no LLM-Billing) sends no record
+my $plain = $f->node(0)->stream('/v1/chat/completions', {
+    messages => [ { role => 'user', content => 'no record' } ],
+    max_tokens => 3, stream => \1 });
+unlike($plain->{content}, qr/llm-billing/, 'a stream not from a router: '
+                                           . 'no record');
+
 # bad input at the front: the node's own errors
 
 my $node = $f->node(0);

@@ -119,6 +119,7 @@ HTTP
             proxy_pass http://nodes;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
+            proxy_set_header LLM-Billing stream;
             proxy_buffering off;
             proxy_next_upstream error timeout non_idempotent;
             proxy_next_upstream_tries 3;
