@@ -13,7 +13,11 @@
 # - kill -9 of a node mid-run: requests not yet answered retry on another
 #   node and succeed, streams on it end, the ring drops the node and takes
 #   it back, moving only its prefixes;
-# - bad input at the front gets the node's own OpenAI errors.
+# - billing across the tiers: the front's access-log line of a request,
+#   body or stream, is the node's (the node's record, read back);
+# - bad input at the front gets the node's own OpenAI errors;
+# - a node as an Inference Extension endpoint: the metrics the protocol
+#   reads, the OpenAI routes.
 
 use strict;
 use warnings;
@@ -199,6 +203,23 @@ for my $i (0 .. 7) {
     push @streams, [$i, $pid];
 }
 
+# and bodies in flight on the dead node's tenants: no byte answered yet,
+# they go to another node (proxy_next_upstream) and succeed
+my @bodies;
+for my $i (@{ $by_node{$gone} }) {
+    my $pid = fork // die;
+    if (!$pid) {
+        my $r = $front->post('/v1/chat/completions', {
+            messages => [ { role => 'system', content => $systems[$i] },
+                          { role => 'user', content => "body $i" } ],
+            max_tokens => 1500, ignore_eos => \1 },
+            headers => { 'X-Tenant' => "p$i" });
+        POSIX::_exit($r->{status} == 200
+                     && $r->{json}{usage}{completion_tokens} > 0 ? 0 : 1);
+    }
+    push @bodies, $pid;
+}
+
 # wait until the victim streams, then kill its master and workers
 $deadline = time + 60;
 while (time < $deadline) {
@@ -222,6 +243,16 @@ for my $s (@streams) {
     $ended{$before->{$s->[0]} eq $gone ? 'dead' : 'live'}{$? >> 8}++;
 }
 is($ended{live}{1} // 0, 0, 'streams on the other nodes all finished');
+my $retried = 0;
+for my $pid (@bodies) {
+    waitpid($pid, 0);
+    $retried++ if $? == 0;
+}
+is($retried, scalar @bodies, 'bodies in flight on the dead node: answered '
+                             . 'by another node');
+my @moved_bodies = grep { $_->[0] =~ /^p/ && @{ $_->[4] } > 1 }
+                   @{ $f->routes };
+diag('bodies retried after the kill: ' . scalar @moved_bodies);
 ok(($ended{dead}{0} // 0) + ($ended{dead}{1} // 0)
    == @{ $by_node{$gone} }, 'streams on the dead node ended (no hang)');
 
@@ -259,6 +290,19 @@ is_deeply($after, $before, 'the node is back: every tenant is where it was');
 # billing across the tiers: the front's access-log line of a request is
 # the node's (the harness's billing format on both: id, counts, times)
 
+sub node_line {
+    my ($id) = @_;
+    my $deadline = time + 10;
+    while (time < $deadline) {
+        for my $i (0 .. 2) {
+            my $l = $f->node($i)->wait_log_line(qr/ id=\Q$id\E /, 0.01);
+            return $l if defined $l;
+        }
+        sleep 0.05;
+    }
+    return undef;
+}
+
 for my $k (1 .. 6) {
     my $r = $front->post('/v1/chat/completions', {
         messages => [ { role => 'system', content => $systems[$k] },
@@ -267,13 +311,7 @@ for my $k (1 .. 6) {
     is($r->{status}, 200, "billed request $k: 200");
     my $id = $r->{json}{id};
     my $at_front = $front->wait_log_line(qr/ id=\Q$id\E /);
-    my ($at_node, $deadline) = (undef, time + 10);
-    while (!defined $at_node && time < $deadline) {
-        ($at_node) = grep { defined }
-                     map { $f->node($_)->wait_log_line(qr/ id=\Q$id\E /, 0.01) }
-                     0 .. 2;
-        sleep 0.05 unless defined $at_node;
-    }
+    my $at_node = node_line($id);
     like($at_front // '', qr/completion=${\($r->{json}{usage}{completion_tokens})} /,
          "billed request $k: the front logs the node's counts");
     is($at_front, $at_node, "billed request $k: the front's line is the "
@@ -297,13 +335,7 @@ for my $k (1 .. 4) {
     like($r->{content}, qr/\n\ndata: \[DONE\]\n\n\z/,
          "billed stream $k: it ends with [DONE]");
     my $at_front = $front->wait_log_line(qr/ id=\Q$id\E /);
-    my ($at_node, $deadline) = (undef, time + 10);
-    while (!defined $at_node && time < $deadline) {
-        ($at_node) = grep { defined }
-                     map { $f->node($_)->wait_log_line(qr/ id=\Q$id\E /, 0.01) }
-                     0 .. 2;
-        sleep 0.05 unless defined $at_node;
-    }
+    my $at_node = node_line($id);
     like($at_front // '',
          qr/completion=$usage->{usage}{completion_tokens} /,
          "billed stream $k: the front logs the node's counts");
