@@ -273,6 +273,7 @@ sub test_config {
     my $file = $self->write_conf(error_log => $log, %o);
     my $cmd = join ' ', nginx_binary(), '-t', '-p', "$self->{dir}/",
         '-c', $file, '-e', $log, '2>&1';
+    local %ENV = (%ENV, _env_for_nginx());
     my $out = `$cmd`;
     return ($? >> 8, $out);
 }
