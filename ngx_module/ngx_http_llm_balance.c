@@ -434,11 +434,24 @@ ngx_http_llm_balance_init(ngx_conf_t *cf, ngx_http_upstream_srv_conf_t *us)
     ngx_http_upstream_rr_peer_t      *peer;
     ngx_http_upstream_rr_peers_t     *peers;
     ngx_http_llm_balance_point_t     *points;
+    ngx_http_llm_main_conf_t         *lmcf;
     ngx_http_llm_balance_srv_conf_t  *bcf;
     union {
         uint32_t                      value;
         u_char                        byte[4];
     } prev_hash;
+
+    bcf = ngx_http_conf_upstream_srv_conf(us, ngx_http_llm_balance_module);
+    lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_llm_module);
+
+    /* without a router model no request has a key: round robin it'd be */
+    if (lmcf->router == NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"llm_balance\" in upstream \"%V\" requires "
+                           "\"llm_router_model\" in the http block",
+                           &bcf->name);
+        return NGX_ERROR;
+    }
 
     if (ngx_http_upstream_init_round_robin(cf, us) != NGX_OK) {
         return NGX_ERROR;
@@ -446,7 +459,6 @@ ngx_http_llm_balance_init(ngx_conf_t *cf, ngx_http_upstream_srv_conf_t *us)
 
     us->peer.init = ngx_http_llm_balance_init_peer;
 
-    bcf = ngx_http_conf_upstream_srv_conf(us, ngx_http_llm_balance_module);
     peers = us->peer.data;
 
     bcf->npeers = peers->number;

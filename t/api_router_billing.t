@@ -125,7 +125,9 @@ for my $c (['llm_router_model /nonexistent;', qr/llm_router_model.*nonexistent/]
            ["upstream u { llm_balance hash; server 127.0.0.1:1; }",
             qr/invalid method "hash"/],
            ["upstream u { llm_balance prefix window=x; server 127.0.0.1:1; }",
-            qr/invalid window "x"/])
+            qr/invalid window "x"/],
+           ["upstream u { llm_balance prefix; server 127.0.0.1:1; }",
+            qr/"llm_balance" in upstream "u" requires "llm_router_model"/])
 {
     my ($rc, $out) = $t->test_config(http => $c->[0], engine => '',
                                      locations => '');
