@@ -190,6 +190,26 @@ llm_blocks_salt_key(const char *salt)
 }
 
 
+_Static_assert(LLM_BLOCK_SIZE == LLM_PREFIX_BLOCK_SIZE,
+               "the router's blocks are the cache's");
+
+
+/* the keys llm_sched_prefix_hits() looks up, for a router (llm.h) */
+int
+llm_prefix_keys(const int32_t *prompt, int n_prompt, const char *salt,
+    uint64_t *keys, int max)
+{
+    int       i, n = n_prompt > 0 ? (n_prompt - 1) / LLM_BLOCK_SIZE : 0;
+    uint64_t  parent = salt ? llm_blocks_salt_key(salt) : 0;
+
+    for (i = 0; i < n && i < max; i++) {
+        keys[i] = llm_blocks_key(parent, prompt + (size_t) i * LLM_BLOCK_SIZE);
+        parent = keys[i];
+    }
+    return i;
+}
+
+
 int32_t
 llm_blocks_lookup(llm_block_pool *p, uint64_t key, const int32_t *tokens)
 {

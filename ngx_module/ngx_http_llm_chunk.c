@@ -86,5 +86,9 @@ ngx_http_llm_chunk_end(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx,
 
     ngx_http_llm_json_lit(j, "data: [DONE]\n\n");
 
+    if (ctx->billing) {
+        ngx_http_llm_billing_event(j, ctx);
+    }
+
     return j->failed ? NGX_ERROR : NGX_OK;
 }

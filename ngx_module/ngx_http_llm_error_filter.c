@@ -15,7 +15,9 @@
  * stay (WWW-Authenticate, add_header ... always).  An error_page the user
  * configured still wins: it redirects to its own location first, and a
  * page it sends is not replaced.  The filters join the chain only when
- * the configuration has an llm_api location.
+ * the configuration has an llm_api location, or is a router's
+ * (llm_router_model): there every location is the API's front, and the
+ * client sees the 413, 502 or 504 of the front as a node's error.
  */
 
 
@@ -81,7 +83,7 @@ ngx_http_llm_error_filter_init(ngx_conf_t *cf)
 
     lmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_llm_module);
 
-    if (!lmcf->api) {
+    if (!lmcf->api && lmcf->router == NULL) {
         return NGX_OK;
     }
 
@@ -101,10 +103,12 @@ ngx_http_llm_error_header_filter(ngx_http_request_t *r)
     const char                 *msg;
     ngx_uint_t                  status;
     ngx_http_llm_loc_conf_t    *llcf;
+    ngx_http_llm_main_conf_t   *lmcf;
     ngx_http_llm_error_page_t  *ep;
 
     status = r->headers_out.status;
     llcf = ngx_http_get_module_loc_conf(r, ngx_http_llm_module);
+    lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_module);
 
     /*
      * Only nginx's special responses (err_status): its HTML page, or the
@@ -113,7 +117,7 @@ ngx_http_llm_error_header_filter(ngx_http_request_t *r)
      * module's own errors are JSON already.
      */
 
-    if (llcf->handler != NGX_HTTP_LLM_HANDLER_API
+    if ((llcf->handler != NGX_HTTP_LLM_HANDLER_API && lmcf->router == NULL)
         || status < NGX_HTTP_BAD_REQUEST
         || r->err_status == 0
         || r != r->main

@@ -42,6 +42,7 @@ ngx_http_llm_generate(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
     }
 
     ctx->stream = job->stream;
+    ctx->billing = job->stream && ngx_http_llm_billing_wanted(r);
     ctx->include_usage = job->include_usage;
     ctx->continuous_usage = job->continuous_usage;
     ctx->created = ngx_time();
@@ -184,7 +185,9 @@ ngx_http_llm_deliver_body(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 
     ngx_http_llm_json_init(&j, r->pool, size);
 
-    if (ctx->route->body(ctx, &j) != NGX_OK) {
+    if (ctx->route->body(ctx, &j) != NGX_OK
+        || ngx_http_llm_billing_header(r, ctx) != NGX_OK)
+    {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 

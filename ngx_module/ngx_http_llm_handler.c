@@ -306,8 +306,15 @@ ngx_http_llm_wake_waiting(void)
 static void
 ngx_http_llm_prepare(void *data, ngx_log_t *log)
 {
-    ngx_http_llm_job_t  *job = *(ngx_http_llm_job_t **) data;
+    ngx_http_llm_parse(*(ngx_http_llm_job_t **) data);
+}
 
+
+/* the job's body through its route's parser (a router's too) */
+
+void
+ngx_http_llm_parse(ngx_http_llm_job_t *job)
+{
     u_char    *body;
     size_t     len;
     yajl_val   root;

@@ -405,8 +405,9 @@ ngx_http_llm_job_model(ngx_http_llm_job_t *job, yajl_val root)
 
     v = llm_json_get(root, "model");
 
-    if (v == NULL || YAJL_IS_NULL(v)) {
-        return NGX_OK;          /* vLLM serves the default model */
+    if (v == NULL || YAJL_IS_NULL(v) || job->router) {
+        return NGX_OK;          /* vLLM serves the default model; a router
+                                   leaves the name to the node */
     }
 
     if (!YAJL_IS_STRING(v)) {

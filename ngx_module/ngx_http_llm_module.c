@@ -70,6 +70,13 @@ static ngx_command_t  ngx_http_llm_commands[] = {
       offsetof(ngx_http_llm_main_conf_t, model),
       NULL },
 
+    { ngx_string("llm_router_model"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
+      ngx_http_llm_router_model,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("llm_served_model_name"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_str_slot,
@@ -304,6 +311,7 @@ ngx_http_llm_create_main_conf(ngx_conf_t *cf)
      *     lmcf->spec_lookup_max = 0;
      *     lmcf->thread_pool_name = { 0, NULL };
      *     lmcf->thread_pool = NULL;
+     *     lmcf->router = NULL;
      *     lmcf->used = 0;
      *     lmcf->api = 0;
      */
@@ -318,6 +326,7 @@ ngx_http_llm_create_main_conf(ngx_conf_t *cf)
     lmcf->store_entries = NGX_CONF_UNSET;
     lmcf->store_size = NGX_CONF_UNSET_SIZE;
     lmcf->tool_parser = NGX_CONF_UNSET_UINT;
+    lmcf->router_blocks = NGX_CONF_UNSET;
 
     return lmcf;
 }
@@ -341,6 +350,7 @@ ngx_http_llm_init_main_conf(ngx_conf_t *cf, void *conf)
     ngx_conf_init_value(lmcf->store_entries, 1024);
     ngx_conf_init_size_value(lmcf->store_size, 64 * 1024 * 1024);
     ngx_conf_init_uint_value(lmcf->tool_parser, LLM_TOOL_PARSER_NONE);
+    ngx_conf_init_value(lmcf->router_blocks, NGX_HTTP_LLM_ROUTER_BLOCKS);
 
     if (lmcf->device.len == 0) {
         ngx_str_set(&lmcf->device, "auto");

@@ -65,6 +65,13 @@
 
 #define NGX_HTTP_LLM_MAX_LOGPROBS           20
 
+/* a stream's billing record for a router: an SSE comment after [DONE] */
+#define NGX_HTTP_LLM_BILLING_EVENT          ": llm-billing "
+
+/* llm_router_model's prefix_blocks: the blocks $llm_prefix_key covers */
+#define NGX_HTTP_LLM_ROUTER_BLOCKS          16
+#define NGX_HTTP_LLM_ROUTER_MAX_BLOCKS      256
+
 /* sequences one request may run (n x prompts): vLLM's VLLM_MAX_N_SEQUENCES
  * is 16384, but every sequence here is an engine request and a KV slot */
 #define NGX_HTTP_LLM_MAX_SEQS               256
@@ -187,6 +194,9 @@ typedef struct {
     ngx_uint_t                  tool_parser;   /* llm_tool_parser_kind, or
                                                   NGX_HTTP_LLM_TOOL_PARSER_AUTO */
 
+    llm_model                  *router;        /* llm_router_model's */
+    ngx_int_t                   router_blocks; /* its prefix_blocks= */
+
     ngx_uint_t                  serial;        /* this configuration's,
                                                   newer ones higher */
 
@@ -227,6 +237,8 @@ struct ngx_http_llm_job_s {
     ngx_uint_t                  tool_parser_conf;   /* llm_tool_call_parser */
     ngx_uint_t                  reasoning_conf;     /* llm_reasoning_parser */
     unsigned                    force_include_usage:1;
+    unsigned                    router:1;      /* llm_router_model's: the
+                                                  node checks the model */
 
     /* outputs: an error ... */
     ngx_uint_t                  status;        /* 0: no error */
@@ -387,6 +399,8 @@ struct ngx_http_llm_ctx_s {
     unsigned                    paused:1;      /* the engine holds it back:
                                                   the client is behind */
     unsigned                    done:1;        /* final output written */
+    unsigned                    billing:1;     /* a router asks for the
+                                                  stream's record */
 };
 
 
@@ -460,6 +474,23 @@ ngx_int_t ngx_http_llm_engine_stats(llm_engine_stats *st);
 
 /* ngx_http_llm_handler.c */
 ngx_int_t ngx_http_llm_api_handler(ngx_http_request_t *r);
+void ngx_http_llm_parse(ngx_http_llm_job_t *job);
+
+/* ngx_http_llm_billing.c */
+ngx_int_t ngx_http_llm_billing_header(ngx_http_request_t *r,
+    ngx_http_llm_ctx_t *ctx);
+ngx_uint_t ngx_http_llm_billing_wanted(ngx_http_request_t *r);
+void ngx_http_llm_billing_event(ngx_http_llm_json_t *j,
+    ngx_http_llm_ctx_t *ctx);
+ngx_http_llm_ctx_t *ngx_http_llm_billing_ctx(ngx_http_request_t *r);
+ngx_http_llm_ctx_t *ngx_http_llm_billing_parse(ngx_http_request_t *r,
+    u_char *s, size_t len);
+
+/* ngx_http_llm_router.c */
+char *ngx_http_llm_router_model(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+ngx_int_t ngx_http_llm_router_prefix_key(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
 void ngx_http_llm_wake_waiting(void);
 
 /* ngx_http_llm_routes.c */

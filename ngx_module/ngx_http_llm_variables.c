@@ -48,6 +48,10 @@ static ngx_int_t ngx_http_llm_variable_value(ngx_http_variable_value_t *v,
 
 static ngx_http_variable_t  ngx_http_llm_vars[] = {
 
+    /* router mode (ngx_http_llm_router.c): computed once per request */
+    { ngx_string("llm_prefix_key"), NULL, ngx_http_llm_router_prefix_key,
+      0, 0, 0 },
+
     { ngx_string("llm_request_id"), NULL, ngx_http_llm_variable_str,
       offsetof(ngx_http_llm_ctx_t, id), NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
@@ -129,7 +133,8 @@ ngx_http_llm_add_variables(ngx_conf_t *cf)
 }
 
 
-/* the request's ctx, or NULL and "-" when the engine never saw it */
+/* the request's ctx (at a router, the node's record: billing.c), or NULL
+ * and "-" when the engine never saw it */
 
 static ngx_http_llm_ctx_t *
 ngx_http_llm_variable_ctx(ngx_http_request_t *r, ngx_http_variable_value_t *v)
@@ -137,6 +142,10 @@ ngx_http_llm_variable_ctx(ngx_http_request_t *r, ngx_http_variable_value_t *v)
     ngx_http_llm_ctx_t  *ctx;
 
     ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
+
+    if (ctx == NULL) {
+        ctx = ngx_http_llm_billing_ctx(r);
+    }
 
     if (ctx == NULL || !ctx->submitted) {
         v->not_found = 1;

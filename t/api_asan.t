@@ -37,7 +37,8 @@ for my $test (qw(api_chat.t api_completions.t api_errors.t api_metrics.t
                   api_structured.t api_nginx_errors.t api_limits.t
                   api_ids.t api_responses_owner.t api_backpressure.t
                   api_responses_workers.t api_engine_shared.t
-                  api_engine_restart.t api_openapi_schema.t
+                  api_engine_restart.t api_openapi_schema.t api_router.t
+                  api_router_billing.t
                   api_tools.t api_tool_choice.t api_responses_tools.t
                   api_reasoning.t api_gguf.t)) {
     local $ENV{LLM_NGINX_ASAN} = 1;

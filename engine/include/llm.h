@@ -562,7 +562,25 @@ int llm_request_validate(const llm_model *m, int max_model_len,
  * tokenizer and chat template; the weights are only mapped, never read
  * (a client that templates and tokenizes for an engine elsewhere). */
 llm_model *llm_model_load(const char *dir, char *err);
+/* Less still, for a router in front of engines elsewhere: the tokenizer
+ * and the chat template only (no config.json, no weights needed). */
+llm_model *llm_model_load_tokenizer(const char *dir, char *err);
 void llm_model_free(llm_model *m);
+
+
+/*
+ * The prefix cache's keys (engine/kv_blocks.c), for a router that sends
+ * requests with equal prefixes to the same engine: keys[i] is the key of
+ * the prompt's block i (LLM_PREFIX_BLOCK_SIZE tokens), chained over every
+ * token before it, exactly as the engine's cache keys it.  Only the blocks
+ * the engine may take from its cache count: those before the prompt's
+ * last token.  salt: the request's cache_salt, or NULL.  Returns the
+ * number of keys written, at most max.
+ */
+#define LLM_PREFIX_BLOCK_SIZE 16
+
+int llm_prefix_keys(const int32_t *prompt, int n_prompt, const char *salt,
+    uint64_t *keys, int max);
 
 
 /*

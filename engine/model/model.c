@@ -449,6 +449,33 @@ fail:
 }
 
 
+/* the router's model: what templates and tokenizes a prompt, nothing of
+ * the network (config.json zero, no files mapped) */
+llm_model *
+llm_model_load_tokenizer(const char *dir, char *err)
+{
+    llm_model  *m;
+
+    m = llm_xcalloc(1, sizeof(*m));
+    m->dir = llm_xstrdup(dir);
+    m->tokenizer = llm_tokenizer_load(dir, err);
+    if (m->tokenizer == NULL) {
+        goto fail;
+    }
+    m->config.vocab_size = llm_tokenizer_vocab_size(m->tokenizer);
+    err[0] = '\0';
+    m->chat_template = llm_chat_template_load(dir, err);
+    if (m->chat_template == NULL && err[0] != '\0') {
+        goto fail;
+    }
+    return m;
+
+fail:
+    llm_model_free(m);
+    return NULL;
+}
+
+
 void
 llm_model_free(llm_model *m)
 {

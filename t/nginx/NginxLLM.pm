@@ -160,6 +160,8 @@ sub free_port {
 
 # new(http => '...', server => '...', main => '...', model => DIR,
 #     listen => 'sndbuf=4k', workers => N,
+#     addr => '10.0.0.2', netns => 'name' (listen there, nginx started in
+#     that network namespace by `ip netns exec`),
 #     engine => '...' (replaces the default llm_* settings),
 #     locations => '...' (replaces the default ones))
 sub new {
@@ -169,7 +171,8 @@ sub new {
                            CLEANUP => !$ENV{TEST_LEAVE});
     chmod 0755, $self->{dir};
     mkdir "$self->{dir}/$_" for qw(logs temp conf);
-    $self->{port} = free_port();
+    $self->{addr} //= '127.0.0.1';
+    $self->{port} //= free_port();
     $self->{model} //= NginxLLM->model;
     $self->{http_tiny} = HTTP::Tiny->new(timeout => 60, keep_alive => 0);
     diag("test prefix: $self->{dir}") if $ENV{TEST_LEAVE};
@@ -178,7 +181,8 @@ sub new {
 
 sub dir   { $_[0]{dir} }
 sub port  { $_[0]{port} }
-sub url   { "http://127.0.0.1:$_[0]{port}$_[1]" }
+sub addr  { $_[0]{addr} }
+sub url   { "http://$_[0]{addr}:$_[0]{port}$_[1]" }
 
 sub conf_text {
     my ($self, %o) = @_;
@@ -244,7 +248,7 @@ $engine
     $http
 
     server {
-        listen 127.0.0.1:$self->{port} $listen;
+        listen $self->{addr}:$self->{port} $listen;
         $server
 $locations
     }
@@ -269,6 +273,7 @@ sub test_config {
     my $file = $self->write_conf(error_log => $log, %o);
     my $cmd = join ' ', nginx_binary(), '-t', '-p', "$self->{dir}/",
         '-c', $file, '-e', $log, '2>&1';
+    local %ENV = (%ENV, _env_for_nginx());
     my $out = `$cmd`;
     return ($? >> 8, $out);
 }
@@ -295,15 +300,16 @@ sub start {
         open STDIN, '<', '/dev/null';
         open STDOUT, '>>', "$self->{dir}/logs/stdout.log";
         open STDERR, '>>', "$self->{dir}/logs/stderr.log";
-        exec nginx_binary(), '-p', "$self->{dir}/", '-c', $file,
-             '-e', "$self->{dir}/logs/error.log";
+        exec(($self->{netns} ? ('ip', 'netns', 'exec', $self->{netns}) : ()),
+             nginx_binary(), '-p', "$self->{dir}/", '-c', $file,
+             '-e', "$self->{dir}/logs/error.log");
         die "exec: $!";
     }
     $self->{pid} = $pid;
 
     my $deadline = time + 30;
     while (time < $deadline) {
-        last if IO::Socket::INET->new(PeerAddr => "127.0.0.1:$self->{port}");
+        last if IO::Socket::INET->new(PeerAddr => "$self->{addr}:$self->{port}");
         if (waitpid($pid, WNOHANG)) {
             delete $self->{pid};
             die "nginx exited at start:\n" . $self->error_log;
@@ -502,7 +508,7 @@ sub wait_bg {
 # a raw HTTP/1.1 request on a socket the caller controls (client aborts)
 sub raw_socket {
     my ($self, $method, $path, $body) = @_;
-    my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$self->{port}")
+    my $s = IO::Socket::INET->new(PeerAddr => "$self->{addr}:$self->{port}")
         or die "connect: $!";
     my $b = ref $body ? $JSON->encode($body) : ($body // '');
     print $s "$method $path HTTP/1.1\r\nHost: localhost\r\n"

@@ -364,6 +364,7 @@ test_prefix_cache(void)
     llm_request         *a, *b, *c, *d;
     llm_sampling_params  p;
     int32_t              a_blocks[2];
+    uint64_t             keys[8], a_keys[2];
 
     setup(&f, 16, 1, 8, 1000);
     a = join(&f, request(40, 100));
@@ -372,8 +373,17 @@ test_prefix_cache(void)
            && f.s.prefix_cache_hits == 0, "a cold cache: 40 queried, 0 hit");
     run_step(&f);
     tap_ok(a->n_keys == 2, "a's two full blocks are in the cache");
+    tap_ok(llm_prefix_keys(a->tokens, 40, NULL, keys, 8) == 2
+           && keys[0] == a->keys[0] && keys[1] == a->keys[1]
+           && llm_prefix_keys(a->tokens, 40, NULL, keys, 1) == 1
+           && llm_prefix_keys(a->tokens, 32, NULL, keys, 8) == 1
+           && llm_prefix_keys(a->tokens, 16, NULL, keys, 8) == 0,
+           "a router's keys (llm_prefix_keys) are the cache's, for the "
+           "blocks before the last token");
     a_blocks[0] = a->blocks[0];
     a_blocks[1] = a->blocks[1];
+    a_keys[0] = a->keys[0];
+    a_keys[1] = a->keys[1];
     finish(&f, a);
 
     b = join(&f, request(41, 100));    /* a's prompt and one more token */
@@ -404,6 +414,11 @@ test_prefix_cache(void)
     tap_ok(step_is(&f.s, 1, (llm_request *[]) { d }, (int []) { 40 })
            && d->stats.cached_tokens == 0,
            "a salted request shares no block with unsalted ones");
+    run_step(&f);
+    tap_ok(llm_prefix_keys(d->tokens, 40, "tenant", keys, 8) == 2
+           && keys[0] == d->keys[0] && keys[1] == d->keys[1]
+           && keys[1] != a_keys[1],
+           "a router's keys of a salted prompt are the cache's");
     teardown(&f);
 
     setup(&f, 16, 0, 8, 1000);
