@@ -563,8 +563,9 @@ int llm_request_validate(const llm_model *m, int max_model_len,
  * (a client that templates and tokenizes for an engine elsewhere). */
 llm_model *llm_model_load(const char *dir, char *err);
 /* Less still, for a router in front of engines elsewhere: the tokenizer
- * and the chat template only (no config.json, no weights needed). */
-llm_model *llm_model_load_tokenizer(const char *dir, char *err);
+ * and the chat template only, of a directory (no config.json, no weights
+ * needed) or of a GGUF file (its metadata). */
+llm_model *llm_model_load_tokenizer(const char *path, char *err);
 void llm_model_free(llm_model *m);
 
 

@@ -406,7 +406,7 @@ llm_model_open(llm_model *m, char *err)
 
 
 static int
-llm_model_load_tokenizer(llm_model *m, char *err)
+llm_model_read_tokenizer(llm_model *m, char *err)
 {
     if (m->gguf) {
         return llm_model_gguf_tokenizer(m, err);
@@ -431,7 +431,7 @@ llm_model_load(const char *dir, char *err)
     m->dir = llm_xstrdup(dir);
     if (llm_model_open(m, err) != 0
         || llm_model_bind(m, err) != 0
-        || llm_model_load_tokenizer(m, err) != 0)
+        || llm_model_read_tokenizer(m, err) != 0)
     {
         goto fail;
     }
@@ -450,29 +450,25 @@ fail:
 
 
 /* the router's model: what templates and tokenizes a prompt, nothing of
- * the network (config.json zero, no files mapped) */
+ * the network (a directory's config.json is not read, no weights mapped;
+ * a GGUF file's metadata is) */
 llm_model *
-llm_model_load_tokenizer(const char *dir, char *err)
+llm_model_load_tokenizer(const char *path, char *err)
 {
     llm_model  *m;
 
     m = llm_xcalloc(1, sizeof(*m));
-    m->dir = llm_xstrdup(dir);
-    m->tokenizer = llm_tokenizer_load(dir, err);
-    if (m->tokenizer == NULL) {
-        goto fail;
+    m->dir = llm_xstrdup(path);
+    if ((llm_model_path_is_gguf(path) && llm_model_gguf_open(m, err) != 0)
+        || llm_model_read_tokenizer(m, err) != 0)
+    {
+        llm_model_free(m);
+        return NULL;
     }
-    m->config.vocab_size = llm_tokenizer_vocab_size(m->tokenizer);
-    err[0] = '\0';
-    m->chat_template = llm_chat_template_load(dir, err);
-    if (m->chat_template == NULL && err[0] != '\0') {
-        goto fail;
+    if (m->config.vocab_size == 0) {
+        m->config.vocab_size = llm_tokenizer_vocab_size(m->tokenizer);
     }
     return m;
-
-fail:
-    llm_model_free(m);
-    return NULL;
 }
 
 
