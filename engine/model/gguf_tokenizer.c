@@ -581,12 +581,12 @@ llm_gguf_tokenizer(const llm_gguf *g, const char *path, llm_tokenizer **out,
     llm_gguf_vocab *v, char *err)
 {
     llm_gguf_tk  k = { g, path, err, NULL, 0, NULL, NULL, 0 };
-    char        *json = NULL, *cfg = NULL, sub[LLM_ERR_LEN];
-    char         name[300], cname[300];
+    char        *json = NULL, *cfg = NULL, sub[LLM_ERR_LEN], name[300];
     size_t       len = 0, clen = 0;
     FILE        *f, *cf;
     int          rc, add_bos = 1;
 
+    *out = NULL;
     memset(v, 0, sizeof(*v));
     v->bos_id = -1;
     err[0] = '\0';
@@ -596,6 +596,14 @@ llm_gguf_tokenizer(const llm_gguf *g, const char *path, llm_tokenizer **out,
     f = open_memstream(&json, &len);
     cf = open_memstream(&cfg, &clen);
     if (f == NULL || cf == NULL) {
+        if (f) {
+            fclose(f);
+        }
+        if (cf) {
+            fclose(cf);
+        }
+        free(json);
+        free(cfg);
         llm_errf(err, "%s: out of memory", path);
         return -1;
     }
@@ -615,8 +623,7 @@ llm_gguf_tokenizer(const llm_gguf *g, const char *path, llm_tokenizer **out,
     }
     if (rc == 0) {
         snprintf(name, sizeof(name), "%.256s (tokenizer.ggml.*)", path);
-        snprintf(cname, sizeof(cname), "%.256s (tokenizer.ggml.*)", path);
-        *out = llm_tokenizer_from_json(name, json, len, cname, cfg, clen,
+        *out = llm_tokenizer_from_json(name, json, len, name, cfg, clen,
                                        err);
         rc = *out ? 0 : -1;
     }

@@ -57,7 +57,7 @@ llm_gguf_arch_int(llm_model *m, const char *arch, const char *key, int *out,
         return 0;
     }
     if (v <= 0 || v > 1 << 30) {
-        llm_errf(err, "%s: %s is %lld (must be positive)", m->dir, name,
+        llm_errf(err, "%s: %s is %lld (must be 1 to 2^30)", m->dir, name,
                  (long long) v);
         return -1;
     }
