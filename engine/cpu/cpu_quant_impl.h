@@ -3,16 +3,18 @@
  * Q4_0, Q4_K, Q5_K, Q6_K), included by cpu_kernels_impl.h once per
  * instruction set.
  *
- * Numerics, as ggml's dot products: the activations are quantized per
- * block of 32 to int8 (d = amax / 127 kept as f32, q = round(x / d), plus
- * the sums of each half block's q); each 32-element block of a weight row
- * gives an integer dot product of its quants with the activation's, which
- * is scaled by the two blocks' scales and accumulated in f32; the offsets
+ * Numerics, as ggml's dot products: the activations are quantized to int8
+ * (d = amax / 127 kept as f32, q = round(x / d), plus the sums of each
+ * 16 q's), per 32 for Q8_0/Q4_0 and per 256 for the K-quants; each
+ * 32-element block of a weight row gives an integer dot product of its
+ * quants with the activation's.  Q8_0/Q4_0 scale it by the two blocks'
+ * scales and accumulate in f32; the K-quants apply their integer
+ * sub-block scales in int32 and convert once per super-block.  The offsets
  * (Q4_0's 8, Q6_K's 32, the K-quants' mins) are subtracted through the
  * activation sums.  Against the dequantized weights times the f32
- * activations this differs by the activation rounding alone: about
- * 2^-8 of each block's largest activation per element, in sum ~1e-3
- * relative on a random dot product (t/unit/test_quant.c states the bound).
+ * activations this differs by the activation rounding alone: at most half
+ * a step per activation, ~1e-3 relative on a random dot product
+ * (t/unit/test_quant.c states the bound).
  *
  * Instruction sets: with AVX2 the integer dot of 32 unsigned by 32 signed
  * bytes is vpmaddubsw + vpmaddwd, or one vpdpbusd with AVX-512 VNNI
@@ -33,20 +35,24 @@ typedef struct {
 #define LLM_QPF    1024           /* weight bytes prefetched ahead */
 
 
-/* K inputs of x as K / 32 activation blocks */
+/* K inputs of x as K / 32 activation blocks, with one scale per group of
+ * 32 (Q8_0, Q4_0) or 256 (the K-quants: their sub-block scales are
+ * integers, so a super-block's products add up in int32) */
 static void
-KSUFFIX(quantize_act)(const float *x, int K, llm_q8_act *a)
+KSUFFIX(quantize_act)(const float *x, int K, int group, llm_q8_act *a)
 {
     int    b, j, q, s0, s1;
-    float  amax, id;
+    float  amax = 0.0f, id = 0.0f;
 
     for (b = 0; b < K / 32; b++, x += 32, a++) {
-        amax = 0.0f;
-        for (j = 0; j < 32; j++) {
-            amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+        if (b % (group / 32) == 0) {
+            amax = 0.0f;
+            for (j = 0; j < group; j++) {
+                amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+            }
+            id = amax > 0.0f ? 127.0f / amax : 0.0f;
         }
         a->d = amax / 127.0f;
-        id = amax > 0.0f ? 127.0f / amax : 0.0f;
         s0 = s1 = 0;
         for (j = 0; j < 32; j++) {
             q = (int) lrintf(x[j] * id);
@@ -105,13 +111,37 @@ llm_q_dot_us(__m256i u, __m256i s)
                 _mm256_loadu_si256((const __m256i *) (act)->qs))),            \
                 _mm256_set1_ps(scale), (acc))
 
-/* the same with the two half blocks' sums weighted by sa and sb (Q6_K) */
-#define QF_ACC2(acc, u, act, sa, sb, scale)                                   \
-    (acc) = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(            \
-                llm_q_dot_us((u), _mm256_loadu_si256(                         \
-                    (const __m256i *) (act)->qs)),                            \
-                _mm256_setr_epi32(sa, sa, sa, sa, sb, sb, sb, sb))),          \
-                _mm256_set1_ps(scale), (acc))
+/* integer accumulation over a K-quant super-block: isum += (u . act) * sc,
+ * through 16-bit pair sums (u < 64, so vpmaddubsw cannot saturate) and
+ * vpmaddwd (vpdpwssd with VNNI) with the sub-block's scale */
+typedef __m256i  llm_qi;
+
+#define QI_ZERO()           _mm256_setzero_si256()
+#define QF_FROM_QI(acc, isum, scale)                                          \
+    (acc) = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),                         \
+                            _mm256_set1_ps(scale), (acc))
+
+
+static inline __m256i
+llm_q_madd_scaled(__m256i isum, __m256i u, const int8_t *act, __m256i sc16)
+{
+    __m256i  p = _mm256_maddubs_epi16(u, _mm256_loadu_si256(
+                                            (const __m256i *) act));
+
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpwssd_epi32(isum, p, sc16);
+#else
+    return _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc16));
+#endif
+}
+
+#define QI_ACC(isum, u, act, sc)                                              \
+    (isum) = llm_q_madd_scaled((isum), (u), (act)->qs,                        \
+                               _mm256_set1_epi16((short) (sc)))
+#define QI_ACC2(isum, u, act, sa, sb)                                         \
+    (isum) = llm_q_madd_scaled((isum), (u), (act)->qs,                        \
+                 _mm256_setr_epi16(sa, sa, sa, sa, sa, sa, sa, sa,            \
+                                   sb, sb, sb, sb, sb, sb, sb, sb))
 
 typedef __m256i  llm_qu;          /* 32 unsigned quants of a block */
 
@@ -192,10 +222,15 @@ llm_q_dot_us(const llm_qu *u, const int8_t *s, int from, int to)
 
 #define QF_ACC(acc, u, act, scale)                                            \
     (acc) += (float) llm_q_dot_us(&(u), (act)->qs, 0, 32) * (scale)
-#define QF_ACC2(acc, u, act, sa, sb, scale)                                   \
-    (acc) += (float) ((sa) * llm_q_dot_us(&(u), (act)->qs, 0, 16)            \
-                      + (sb) * llm_q_dot_us(&(u), (act)->qs, 16, 32))         \
-             * (scale)
+typedef int32_t  llm_qi;
+
+#define QI_ZERO()           0
+#define QF_FROM_QI(acc, isum, scale)   (acc) += (float) (isum) * (scale)
+#define QI_ACC(isum, u, act, sc)                                              \
+    (isum) += (sc) * llm_q_dot_us(&(u), (act)->qs, 0, 32)
+#define QI_ACC2(isum, u, act, sa, sb)                                         \
+    (isum) += (sa) * llm_q_dot_us(&(u), (act)->qs, 0, 16)                     \
+              + (sb) * llm_q_dot_us(&(u), (act)->qs, 16, 32)
 
 
 static inline llm_qu
@@ -280,6 +315,8 @@ KSUFFIX(qdot_rows)(const int dt, const int nx, const void *wrow, int K,
     const llm_q8_act *const *a, float *out)
 {
     llm_qf   acc[LLM_QROWS];
+    llm_qi   isum[LLM_QROWS];
+    int      imin[LLM_QROWS];
     float    corr[LLM_QROWS], d, dmin, s;
     int      b, i, j, nb;
     llm_qu   u;
@@ -337,6 +374,10 @@ KSUFFIX(qdot_rows)(const int dt, const int nx, const void *wrow, int K,
             d = Q_F16(dt == LLM_DTYPE_Q4_K ? w4->d : w5->d);
             dmin = Q_F16(dt == LLM_DTYPE_Q4_K ? w4->dmin
                                                         : w5->dmin);
+            for (i = 0; i < nx; i++) {
+                isum[i] = QI_ZERO();
+                imin[i] = 0;
+            }
             for (j = 0; j < 8; j++) {
                 llm_q4k_scale_min(j, scales, &sc, &m);
                 u = QU_NIB32(qs + 32 * (j / 2), j & 1);
@@ -346,10 +387,14 @@ KSUFFIX(qdot_rows)(const int dt, const int nx, const void *wrow, int K,
                 for (i = 0; i < nx; i++) {
                     const llm_q8_act  *ab = &a[i][b * 8 + j];
 
-                    QF_ACC(acc[i], u, ab, d * sc * ab->d);
-                    corr[i] += dmin * m * ab->d
-                               * (float) (ab->sum[0] + ab->sum[1]);
+                    QI_ACC(isum[i], u, ab, sc);
+                    imin[i] += m * (ab->sum[0] + ab->sum[1]);
                 }
+            }
+            for (i = 0; i < nx; i++) {
+                s = a[i][b * 8].d;      /* one scale per super-block */
+                QF_FROM_QI(acc[i], isum[i], d * s);
+                corr[i] += dmin * s * (float) imin[i];
             }
         }
         break;
@@ -363,6 +408,10 @@ KSUFFIX(qdot_rows)(const int dt, const int nx, const void *wrow, int K,
                 __builtin_prefetch((const char *) w + LLM_QPF + j, 0, 0);
             }
             d = Q_F16(w->d);
+            for (i = 0; i < nx; i++) {
+                isum[i] = QI_ZERO();
+                imin[i] = 0;
+            }
             for (j = 0; j < 8; j++) {
                 /* 32-group j: half h of the block, quarter q within it */
                 int             h = j / 4, q = j % 4;
@@ -374,10 +423,14 @@ KSUFFIX(qdot_rows)(const int dt, const int nx, const void *wrow, int K,
                 for (i = 0; i < nx; i++) {
                     const llm_q8_act  *ab = &a[i][b * 8 + j];
 
-                    QF_ACC2(acc[i], u, ab, sa, sb, d * ab->d);
-                    corr[i] += d * ab->d * (float) (32 * (sa * ab->sum[0]
-                                                          + sb * ab->sum[1]));
+                    QI_ACC2(isum[i], u, ab, sa, sb);
+                    imin[i] += 32 * (sa * ab->sum[0] + sb * ab->sum[1]);
                 }
+            }
+            for (i = 0; i < nx; i++) {
+                s = a[i][b * 8].d;
+                QF_FROM_QI(acc[i], isum[i], d * s);
+                corr[i] += d * s * (float) imin[i];
             }
         }
         break;
@@ -435,7 +488,8 @@ KSUFFIX(matmul_quant)(const float *x, int ldx, int M, const llm_tensor *w,
 
     for (m = 0; m < M; m++) {
         KSUFFIX(quantize_act)(x + (size_t) m * ldx, K,
-                              act + (size_t) m * nbk);
+                              llm_dtype_block(w->dtype) == LLM_QK_K
+                              ? LLM_QK_K : LLM_QK, act + (size_t) m * nbk);
     }
     for (n = n0; n < n1; n++) {
         wrow = (const char *) w->data + (size_t) n * rb;

@@ -3,10 +3,10 @@
  * every kernel set's matmul over each block format against the f32
  * reference (dequantized weights times f32 activations, in double).
  *
- * Tolerance: the kernels quantize each block of 32 activations to int8
- * with d = amax / 127, so each activation moves by at most d / 2; an
- * output can move by at most sum over blocks of (d_b / 2) * sum |w_k| in
- * the block, plus f32 rounding (1e-5 of sum |w_k x_k|).  The test checks
+ * Tolerance: the kernels quantize each group of 32 activations (256 for
+ * the K-quants) to int8 with d = amax / 127, so each activation moves by
+ * at most d / 2; an output can move by at most sum over groups of
+ * (d_g / 2) * sum |w_k| in the group, plus f32 rounding (1e-5 of sum |w_k x_k|).  The test checks
  * that bound (exceeding it means a wrong block layout, scale or offset:
  * those are off by whole units of the weights) and also reports the
  * typical error, which is far below it.
@@ -120,6 +120,8 @@ check_matmul(const llm_cpu_kernels *kset, llm_dtype t, int N, int K, int M)
     llm_tensor   w = { wq, t, N, K };
     double       ref, bound, absum, wsum, amax, worst = 0, typical = 0;
     int          n, m, k, b, bad = 0, same = 1;
+    /* the activations' quantization groups: 256 for the K-quants */
+    int          group = llm_dtype_block(t) == LLM_QK_K ? LLM_QK_K : LLM_QK;
 
     for (n = 0; n < N; n++) {
         llm_dequantize_row(t, (char *) wq + n * llm_dtype_row_bytes(t, K),
@@ -134,10 +136,10 @@ check_matmul(const llm_cpu_kernels *kset, llm_dtype t, int N, int K, int M)
             ref = 0;
             absum = 0;
             bound = 0;
-            for (b = 0; b < K / 32; b++) {
+            for (b = 0; b < K / group; b++) {
                 amax = 0;
                 wsum = 0;
-                for (k = b * 32; k < b * 32 + 32; k++) {
+                for (k = b * group; k < b * group + group; k++) {
                     ref += (double) wf[(size_t) n * K + k] * x[m * K + k];
                     absum += fabs((double) wf[(size_t) n * K + k]
                                   * x[m * K + k]);
