@@ -21,9 +21,10 @@ t/ref/hf_to_gguf.py (llama.cpp's gguf-py) to f32 and to f16 or bf16 GGUFs:
   * the chat template from the file renders as the directory's;
   * the tokenizer from the file gives Hugging Face's ids (npm tokenizers on the original
     tokenizer.json) over the tokenizer corpus, with and without special tokens;
-  * truncated, corrupt, unknown-type and quantized-type files, and files with an unsupported
-    architecture, rope scaling or tokenizer, a missing key or tensor, fail with one clear
-    message;
+  * truncated, corrupt, unknown-type and unsupported-type (Q4_1) files, and files with an
+    unsupported architecture, rope scaling or tokenizer, a missing key or tensor, fail with one
+    clear message;
+  * (quantized files: t/gguf_quant.t)
   * a bounded libFuzzer run of the GGUF reader (t/fuzz.sh gguf).
 
 Tolerances, max |delta| <= rel x max|llama.cpp logit|: f32 1e-4 (float32 on both sides up to
@@ -203,9 +204,9 @@ def check_errors(gguf, tmp):
     b[off:off + 4] = struct.pack('<I', 23)
     expect_error('an unsupported tensor type', variant('iq4xs', bytes(b)),
                  ['blk.0.attn_v.weight', 'IQ4_XS', 'not supported'])
-    b[off:off + 4] = struct.pack('<I', 8)
-    expect_error('a quantized tensor', variant('q8_0', bytes(b)),
-                 ['blk.0.attn_v.weight', 'Q8_0', 'quantized kernels not yet available'])
+    b[off:off + 4] = struct.pack('<I', 3)
+    expect_error('a block format without kernels', variant('q4_1', bytes(b)),
+                 ['blk.0.attn_v.weight', 'Q4_1', 'not supported'])
     b[off:off + 4] = struct.pack('<I', 1000)
     expect_error('an unknown tensor type', variant('t1000', bytes(b)),
                  ['blk.0.attn_v.weight', 'type 1000', 'not supported'])

@@ -79,14 +79,9 @@ llm_loader_check_dtype(llm_loader *ld, const char *name,
 
     if (t->dtype < 0) {
         llm_errf(err, "%s: tensor %s has type %s, which is not supported "
-                 "(supported: F32, F16, BF16)", ld->m->dir, name,
+                 "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, "
+                 "Q6_K)", ld->m->dir, name,
                  llm_gguf_type_name(t->ggml_type, buf));
-        return -1;
-    }
-    if (llm_dtype_is_quantized((llm_dtype) t->dtype)) {
-        llm_errf(err, "%s: tensor %s has type %s: quantized kernels not yet "
-                 "available (supported: F32, F16, BF16)", ld->m->dir, name,
-                 llm_dtype_name((llm_dtype) t->dtype));
         return -1;
     }
     return 0;

@@ -7,7 +7,8 @@
  * With f32 it dequantizes a quantized file instead (ggml's to_float): the
  * exact values of the quantized weights, for a reference computed in f32.
  *
- *   llama_quantize IN.gguf OUT.gguf q8_0|q4_0|q4_k|q4_k_m|f32 [THREADS]
+ *   llama_quantize IN.gguf OUT.gguf
+ *       q8_0|q4_0|q4_k|q4_k_m|q5_k_m|q6_k|f32 [THREADS]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,7 @@ main(int argc, char **argv)
 
     if (argc < 4) {
         fprintf(stderr, "usage: llama_quantize IN.gguf OUT.gguf "
-                "q8_0|q4_0|q4_k|q4_k_m|f32 [THREADS]\n");
+                "q8_0|q4_0|q4_k|q4_k_m|q5_k_m|q6_k|f32 [THREADS]\n");
         return 2;
     }
     p = llama_model_quantize_default_params();
@@ -41,6 +42,12 @@ main(int argc, char **argv)
         /* llama.cpp's own mixture (Q6_K for the output and some of
          * attn_v/ffn_down), for benchmarks: not what llm_weights makes */
         p.ftype = LLAMA_FTYPE_MOSTLY_Q4_K_M;
+        t = GGML_TYPE_COUNT;
+    } else if (strcmp(argv[3], "q5_k_m") == 0) {
+        p.ftype = LLAMA_FTYPE_MOSTLY_Q5_K_M;    /* llama.cpp's mixtures */
+        t = GGML_TYPE_COUNT;
+    } else if (strcmp(argv[3], "q6_k") == 0) {
+        p.ftype = LLAMA_FTYPE_MOSTLY_Q6_K;
         t = GGML_TYPE_COUNT;
     } else if (strcmp(argv[3], "f32") == 0) {
         p.ftype = LLAMA_FTYPE_ALL_F32;

@@ -5,7 +5,8 @@
 # against node-llama-cpp's prebuilt CPU libraries.
 #
 # usage: t/ref/setup_llamacpp.sh [OUTDIR]      (default build/ref)
-# Prints three shell assignments: LLAMA_SRC, LLAMA_LOGITS, GGML_BACKEND_DIR.
+# Prints four shell assignments: LLAMA_SRC, LLAMA_LOGITS, LLAMA_QUANTIZE,
+# GGML_BACKEND_DIR.
 set -eu
 cd "$(dirname "$0")/../.."
 OUT=${1:-build/ref}
@@ -24,12 +25,17 @@ if [ ! -f "$SRC/gguf-py/gguf/__init__.py" ]; then
     # only the parts we use: 4 MB instead of the whole tree
     git -C "$SRC" checkout -q HEAD -- include ggml/include gguf-py
 fi
-BIN=$OUT/llama_logits
-if [ ! -x "$BIN" ] || [ t/ref/llama_logits.c -nt "$BIN" ]; then
-    ${CC:-gcc} -O2 -o "$BIN" t/ref/llama_logits.c -I"$SRC/include" \
-        -I"$SRC/ggml/include" -L"$LIBS" -l:libllama.v0.4.0.so \
-        -l:libggml.v0.4.0.so -l:libggml-base.so -Wl,-rpath,"$LIBS"
-fi
+# the two tools linked against the prebuilt libraries: logits (and greedy
+# steps) of a GGUF, and llama.cpp's own quantizer
+for tool in llama_logits llama_quantize; do
+    BIN=$OUT/$tool
+    if [ ! -x "$BIN" ] || [ t/ref/$tool.c -nt "$BIN" ]; then
+        ${CC:-gcc} -O2 -o "$BIN" t/ref/$tool.c -I"$SRC/include" \
+            -I"$SRC/ggml/include" -L"$LIBS" -l:libllama.v0.4.0.so \
+            -l:libggml.v0.4.0.so -l:libggml-base.so -Wl,-rpath,"$LIBS"
+    fi
+done
 echo "LLAMA_SRC=$SRC"
-echo "LLAMA_LOGITS=$BIN"
+echo "LLAMA_LOGITS=$OUT/llama_logits"
+echo "LLAMA_QUANTIZE=$OUT/llama_quantize"
 echo "GGML_BACKEND_DIR=$LIBS"

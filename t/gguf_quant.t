@@ -1,0 +1,190 @@
+#!/usr/bin/python3
+"""Quantized GGUF files (issue 16): files that llama.cpp's own quantizer wrote
+(llama_model_quantize in node-llama-cpp's prebuilt libllama, t/ref/llama_quantize.c), read by
+the GGUF loader and run on the block-format kernels.
+
+For random models (`llm make-model`: a Llama 3.1 with llama3 rope scaling and GQA, whose q/k
+rows the loader un-permutes; a tied Qwen3; a Qwen2 with biases), converted to f32 GGUF by
+t/ref/hf_to_gguf.py:
+
+  * pure files (every matrix Q8_0, Q4_0 or Q4_K, the embedding kept): `llm logits` on the file
+    equals, bit for bit, `llm logits --weights T` on the directory -- our quantize on load,
+    whose bytes t/quant.t shows are ggml's -- so the loader reads llama.cpp's blocks as they
+    are (with llama3 rope scaling within 1e-4 relative: the file's rope_freqs, see t/gguf.t);
+  * llama.cpp's mixtures Q4_K_M, Q5_K_M and Q6_K (Q5_K and Q6_K matrices, a quantized token
+    embedding and output): our logits on the file against the exact values of its weights
+    (llama.cpp in f32 on the file dequantized by ggml), with t/quant.t's tolerance: max |ours -
+    exact| <= 3% of max |exact|, our RMS error at most 1.25x llama.cpp's own on the same file,
+    argmax equal wherever the exact top two are more than 2x the tolerance apart;
+  * greedy: 32 tokens of `llm generate` on the Q8_0 file equal llama.cpp's greedy run on it, up
+    to a near-tie of llama.cpp's (top two within 2x the tolerance);
+  * the CUDA backend (on its CPU emulator) refuses the Q8_0 file, naming a tensor and its type.
+
+nginx serving a quantized file: t/api_gguf.t.
+"""
+import collections
+import json
+import os
+import random
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.environ.get('LLM_ROOT') or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, 't', 'ref'))
+import compare  # noqa: E402
+from refcheck import BUILD, LLM, TOKENIZERS, run, llamacpp_setup, llamacpp_run  # noqa: E402
+from tap import ok, note, bail_out, done_testing  # noqa: E402
+
+TOL_REL = 0.03
+RMS_RATIO = 1.25
+POSITIONS = 64
+GEN_TOKENS = 32
+PROMPT = 'The llama grazes near Cusco; count: 1, 2, 3,'
+SHAPE = '--layers 2 --hidden 256 --heads 4 --kv-heads 2 --intermediate 512'
+EMU_ENV = dict(os.environ, LLM_CUDA_LIBRARY=os.path.join(BUILD, 'emu', 'libllm_cuda.so'),
+               LLM_EMU_MEM=str(1 << 30))
+
+# name, tokenizer, make-model options, pure types, mixtures
+CASES = [
+    ('llama31', 'llama3_1', f'{SHAPE} --rope-llama3 --seed 71', ['q8_0', 'q4_0', 'q4_k'],
+     ['q4_k_m', 'q5_k_m', 'q6_k']),
+    ('qwen3-tied', 'qwen3', f'{SHAPE} --arch qwen3 --tie --seed 72', ['q8_0', 'q4_k'],
+     ['q4_k_m']),
+    ('qwen2-bias', 'qwen3', f'{SHAPE} --arch qwen2 --seed 73', ['q4_0'], ['q5_k_m']),
+]
+
+
+def tensor_types(path):
+    import gguf
+    r = gguf.GGUFReader(path)
+    return collections.Counter(t.tensor_type.name for t in r.tensors)
+
+
+def logits_of(cmd, out, vocab, env=None):
+    p = run(cmd, env=env)
+    if p.returncode != 0:
+        return None, f'{os.path.basename(cmd[0])}: {p.stderr.strip()[-800:]}'
+    return compare.load(out, vocab), None
+
+
+def rms(a):
+    return float(np.sqrt((a.astype(np.float64) ** 2).mean()))
+
+
+def check_mixture(label, lc, qg, dq, ids, vocab, tmp):
+    ids_s = ','.join(map(str, ids))
+    p = run([lc['LLAMA_QUANTIZE'], qg, dq, 'f32', '2'], env=lc['env'])
+    if not ok(p.returncode == 0, f'{label}: dequantized by ggml', p.stderr.strip()[-800:]):
+        return
+    got = {}
+    for k, cmd in (('ours', [LLM, 'logits', '--model', qg, '--ids', ids_s, '--threads', '2']),
+                   ('lc', [lc['LLAMA_LOGITS'], qg, ids_s]),
+                   ('exact', [lc['LLAMA_LOGITS'], dq, ids_s])):
+        out = os.path.join(tmp, f'{k}.f32')
+        cmd = cmd + (['--out', out] if k == 'ours' else [out, '2'])
+        got[k], why = logits_of(cmd, out, vocab, lc['env'])
+        if not ok(got[k] is not None, f'{label}: logits ({k})', why):
+            return
+    ours, ref, exact = got['ours'], got['lc'], got['exact']
+    tol = TOL_REL * float(np.abs(exact).max())
+    d_ours, d_ref = np.abs(ours - exact).max(), np.abs(ref - exact).max()
+    ok(d_ours <= tol and np.isfinite(ours).all(),
+       f'{label}: max |ours - exact| {d_ours:.3g} <= {tol:.3g} (llama.cpp {d_ref:.3g}; '
+       f'max|logit| {np.abs(exact).max():.3g})')
+    ok(rms(ours - exact) <= RMS_RATIO * rms(ref - exact),
+       f'{label}: RMS error {rms(ours - exact):.3g} <= {RMS_RATIO} x llama.cpp\'s '
+       f'{rms(ref - exact):.3g}')
+    top2 = np.sort(exact, axis=1)[:, -2:]
+    clear = (top2[:, 1] - top2[:, 0]) > 2 * tol
+    bad = np.nonzero(clear & (ours.argmax(1) != exact.argmax(1)))[0]
+    ok(len(bad) == 0, f'{label}: argmax equal at the {int(clear.sum())} of {len(exact)} '
+       f'positions whose top two are > 2 tol apart', f'differs at {bad[:10].tolist()}')
+
+
+def check_greedy(label, lc, qg):
+    p = run([LLM, 'generate', '--model', qg, '--prompt', PROMPT, '--max-tokens', str(GEN_TOKENS),
+             '--temperature', '0', '--ignore-eos', '--json', '--threads', '2'])
+    if not ok(p.returncode == 0, f'{label}: llm generate exits 0', p.stderr.strip()):
+        return
+    got = json.loads(p.stdout)
+    q = llamacpp_run(lc, qg, got['prompt_ids'], qg + '.prompt.f32', GEN_TOKENS)
+    if not ok(q.returncode == 0, f'{label}: llama.cpp greedy', q.stderr.strip()):
+        return
+    steps = json.loads(q.stdout)['steps']
+    want, ids = [s['id'] for s in steps], got.get('ids') or []
+    n = next((i for i in range(min(len(ids), len(want))) if ids[i] != want[i]), None)
+    if n is None:
+        ok(len(ids) == GEN_TOKENS and ids == want,
+           f'{label}: {GEN_TOKENS} greedy ids equal llama.cpp\'s ({len(set(want))} distinct, '
+           f"smallest top-2 gap {min(s['gap'] for s in steps):.3g})",
+           f'engine {ids}\nllama  {want}')
+        return
+    tol = TOL_REL * steps[n]['max']
+    ok(steps[n]['gap'] <= 2 * tol, f'{label}: greedy ids equal llama.cpp\'s up to a near-tie at '
+       f"step {n} (llama.cpp's top two {steps[n]['gap']:.3g} apart <= 2 x tol {2 * tol:.3g})",
+       f'engine {ids}\nllama  {want}')
+
+
+def main():
+    lc, why = llamacpp_setup()
+    if lc is None:
+        bail_out(f't/ref/setup_llamacpp.sh: {why}')
+    lc['env'] = dict(os.environ, GGML_BACKEND_DIR=lc['GGML_BACKEND_DIR'])
+    tmp = tempfile.mkdtemp(prefix='gguf-quant-t.')
+    for name, tok, opts, pure, mixtures in CASES:
+        d = os.path.join(tmp, name)
+        p = run([LLM, 'make-model', '--tokenizer', TOKENIZERS[tok], '--out', d] + opts.split())
+        if p.returncode != 0:
+            bail_out(f'make-model {name}: {p.stderr}')
+        with open(os.path.join(d, 'config.json')) as f:
+            cfg = json.load(f)
+        vocab = cfg['vocab_size']
+        r = random.Random(name)
+        ids = [r.randrange(vocab - 300) for _ in range(POSITIONS)]
+        if cfg.get('bos_token_id') is not None:
+            ids[0] = cfg['bos_token_id']
+        ids_s = ','.join(map(str, ids))
+        f32 = os.path.join(tmp, name + '.gguf')
+        lc['convert'](d, f32, 'f32')
+        for t in pure + mixtures:
+            label = f'{name} {t}'
+            qg = os.path.join(tmp, f'{name}-{t}.gguf')
+            p = run([lc['LLAMA_QUANTIZE'], f32, qg, t, '2'], env=lc['env'])
+            if not ok(p.returncode == 0, f'{label}: llama.cpp quantized the file',
+                      p.stderr.strip()[-800:]):
+                continue
+            note(f'{label}: tensor types {dict(tensor_types(qg))}')
+            if t in pure:
+                a = os.path.join(tmp, 'file.f32')
+                b = os.path.join(tmp, 'dir.f32')
+                fa, why_a = logits_of([LLM, 'logits', '--model', qg, '--ids', ids_s,
+                                       '--out', a], a, vocab)
+                fb, why_b = logits_of([LLM, 'logits', '--model', d, '--weights', t, '--ids',
+                                       ids_s, '--out', b], b, vocab)
+                # with llama3 rope scaling the file holds the frequencies' divisors as
+                # float32 (t/gguf.t): within 1e-4 relative; else bit for bit
+                rope = '--rope-llama3' in opts
+                d_max = np.abs(fa - fb).max() if fa is not None and fb is not None else None
+                ok(d_max is not None and (d_max <= 1e-4 * np.abs(fb).max() if rope
+                                          else np.array_equal(fa, fb)),
+                   f'{label}: logits of llama.cpp\'s file = logits of the directory quantized '
+                   f'on load, ' + (f'max |d| {d_max:.3g} (rope_freqs)' if rope else
+                                   'bit for bit'), why_a or why_b or f'max |d| {d_max}')
+            else:
+                check_mixture(label, lc, qg, os.path.join(tmp, f'{name}-{t}-dq.gguf'), ids,
+                              vocab, tmp)
+            if name == 'llama31' and t == 'q8_0':
+                check_greedy(label, lc, qg)
+                p = run([LLM, 'logits', '--model', qg, '--device', 'cuda:0', '--ids', '1,2',
+                         '--out', qg + '.emu.f32'], env=EMU_ENV)
+                ok(p.returncode != 0 and 'Q8_0' in p.stderr and 'not supported' in p.stderr,
+                   f'{label}: the CUDA backend (emulated) refuses it: {p.stderr.strip()}')
+            os.unlink(qg)
+        os.unlink(f32)
+    run(['rm', '-rf', tmp])
+    done_testing()
+
+
+main()
