@@ -121,8 +121,6 @@ int llm_model_quantize(llm_model *m, const char *weights, int threads,
 /* the block format of the model's first quantized matrix, or
  * LLM_DTYPE_COUNT when every matrix is f32, f16 or bf16 */
 llm_dtype llm_model_block_format(const llm_model *m);
-/* "q8_0" | "q4_0" | "q4_k" -> the dtype; NULL or "" -> LLM_DTYPE_COUNT */
-int llm_weights_type(const char *name, llm_dtype *t);
 
 /* config.json -> llm_config (model_config.c). */
 int llm_config_load(const char *dir, llm_config *c, char *err);

@@ -76,35 +76,61 @@ llm_quant_worker(void *arg)
 }
 
 
-llm_dtype
-llm_model_block_format(const llm_model *m)
+/* The matrices a token multiplies with: the 7 of each layer, then an
+ * untied lm_head; their names in names[] (the layer's part). */
+static int
+llm_model_matrices(llm_model *m, llm_tensor **out, const char **names)
 {
-    const llm_weights  *w = &m->weights;
-    int                 L, i;
+    static const char  *nm[7] = { "self_attn.q_proj", "self_attn.k_proj",
+                                  "self_attn.v_proj", "self_attn.o_proj",
+                                  "mlp.gate_proj", "mlp.up_proj",
+                                  "mlp.down_proj" };
+    int                 L, i, n = 0;
 
-    if (llm_dtype_is_quantized(w->embed.dtype)) {
-        return w->embed.dtype;
-    }
-    if (llm_dtype_is_quantized(w->lm_head.dtype)) {
-        return w->lm_head.dtype;
-    }
     for (L = 0; L < m->config.n_layers; L++) {
-        const llm_layer_weights  *l = &w->layers[L];
-        const llm_tensor         *ts[7] = { &l->wq, &l->wk, &l->wv, &l->wo,
-                                            &l->w_gate, &l->w_up,
-                                            &l->w_down };
+        llm_layer_weights  *l = &m->weights.layers[L];
+        llm_tensor         *ts[7] = { &l->wq, &l->wk, &l->wv, &l->wo,
+                                      &l->w_gate, &l->w_up, &l->w_down };
 
         for (i = 0; i < 7; i++) {
-            if (llm_dtype_is_quantized(ts[i]->dtype)) {
-                return ts[i]->dtype;
-            }
+            names[n] = nm[i];
+            out[n++] = ts[i];
         }
     }
-    return LLM_DTYPE_COUNT;
+    if (!m->config.tie_embeddings) {
+        names[n] = "lm_head";
+        out[n++] = &m->weights.lm_head;
+    }
+    return n;
 }
 
 
-int
+llm_dtype
+llm_model_block_format(const llm_model *m)
+{
+    llm_tensor   **ts;
+    const char   **names;
+    llm_dtype      t = LLM_DTYPE_COUNT;
+    int            i, n;
+
+    if (llm_dtype_is_quantized(m->weights.embed.dtype)) {
+        return m->weights.embed.dtype;
+    }
+    ts = llm_xcalloc((size_t) m->config.n_layers * 7 + 1, sizeof(*ts));
+    names = llm_xcalloc((size_t) m->config.n_layers * 7 + 1, sizeof(*names));
+    n = llm_model_matrices((llm_model *) m, ts, names);
+    for (i = 0; i < n && t == LLM_DTYPE_COUNT; i++) {
+        if (llm_dtype_is_quantized(ts[i]->dtype)) {
+            t = ts[i]->dtype;
+        }
+    }
+    free(ts);
+    free(names);
+    return t;
+}
+
+
+static int
 llm_weights_type(const char *name, llm_dtype *t)
 {
     if (name == NULL || name[0] == '\0') {
@@ -131,7 +157,9 @@ llm_model_quantize(llm_model *m, const char *weights, int threads, char *err)
     const llm_config *c = &m->config;
     size_t           total = 0, off;
     pthread_t       *tids;
-    int              L, n = 0, i, nth;
+    llm_tensor     **ts;
+    const char     **names;
+    int              n, i, nth;
 
     if (llm_weights_type(weights, &type) != 0) {
         llm_errf(err, "llm_weights \"%s\": expected q8_0, q4_0 or q4_k",
@@ -141,25 +169,16 @@ llm_model_quantize(llm_model *m, const char *weights, int threads, char *err)
     if (type == LLM_DTYPE_COUNT) {
         return 0;
     }
+    ts = llm_xcalloc((size_t) c->n_layers * 7 + 1, sizeof(*ts));
+    names = llm_xcalloc((size_t) c->n_layers * 7 + 1, sizeof(*names));
     jobs = llm_xcalloc((size_t) c->n_layers * 7 + 1, sizeof(*jobs));
-    for (L = 0; L < c->n_layers; L++) {
-        llm_layer_weights  *l = &m->weights.layers[L];
-        llm_tensor         *ts[7] = { &l->wq, &l->wk, &l->wv, &l->wo,
-                                      &l->w_gate, &l->w_up, &l->w_down };
-        static const char  *nm[7] = { "self_attn.q_proj", "self_attn.k_proj",
-                                      "self_attn.v_proj", "self_attn.o_proj",
-                                      "mlp.gate_proj", "mlp.up_proj",
-                                      "mlp.down_proj" };
-
-        for (i = 0; i < 7; i++) {
-            jobs[n].t = ts[i];
-            jobs[n++].name = nm[i];
-        }
+    n = llm_model_matrices(m, ts, names);
+    for (i = 0; i < n; i++) {
+        jobs[i].t = ts[i];
+        jobs[i].name = names[i];
     }
-    if (!c->tie_embeddings) {
-        jobs[n].t = &m->weights.lm_head;
-        jobs[n++].name = "lm_head";
-    }
+    free(ts);
+    free(names);
     for (i = 0; i < n; i++) {
         if (llm_dtype_is_quantized(jobs[i].t->dtype)) {
             llm_errf(err, "llm_weights %s: the model's weights are already "
