@@ -15,12 +15,12 @@
  *
  * the new request counted.  Keys move whole: the zone remembers each
  * key's peer and its own load; a key stays on its peer while that is
- * under the bound, else goes to the first peer on the ring with room for
- * it whole (a hot key, more than a peer's share, spills request by
- * request instead).  Counted per request and instantaneously, a burst of
+ * under the bound, else goes to the least loaded peer with room for it
+ * whole (a hot key, more than a peer's share, spills request by request
+ * instead).  Counted per request and instantaneously, a burst of
  * a few requests pushed a share of every prefix of a busy peer to
  * others, where none was cached (1.6x round robin's prefix-cache hits
- * against 2.1-3.2x: t/api_router.t).  Peers that are down, failed
+ * against 1.9-3.2x: t/api_router.t).  Peers that are down, failed
  * (max_fails/fail_timeout) or already tried for this request
  * (proxy_next_upstream) are passed over; a failed peer's keys move and
  * come back with it.  The zone "llm_balance" keeps loads and keys across
@@ -706,8 +706,13 @@ ngx_http_llm_balance_get_peer(ngx_peer_connection_t *pc, void *data)
  * usable peers, the first that is
  *
  *   - the key's own peer (where its prefix is cached), under the bound;
- *   - another, under the bound with the key's whole load added: the key
- *     moves there (a peer back up, a busy peer relieved of one prefix);
+ *   - another before it on the ring, under the bound with the key's whole
+ *     load added: the key moves back there (its peer came back up, or
+ *     the peer it left has room again);
+ *
+ * else, its own peer being over the bound, the least loaded peer with
+ * room for the key whole (with few keys the ring's next peer may be as
+ * busy: a busy peer is relieved of one prefix, into the idlest);
  *
  * the bound being
  *
@@ -727,10 +732,11 @@ static ngx_int_t
 ngx_http_llm_balance_pick(ngx_http_llm_balance_peer_data_t *bp)
 {
     double                            total, load, bound, kload, least_load;
+    double                            room_load;
     time_t                            now;
     uint32_t                          hash;
-    ngx_int_t                         least, spill, own;
-    ngx_uint_t                        i, k, n, m, lo, hi, seen, weight;
+    ngx_int_t                         least, spill, own, room;
+    ngx_uint_t                        i, k, n, m, lo, hi, seen, weight, passed;
     ngx_uint_t                        visited[64];
     ngx_http_llm_balance_key_t       *key;
     ngx_http_llm_balance_srv_conf_t  *bcf;
@@ -795,7 +801,10 @@ ngx_http_llm_balance_pick(ngx_http_llm_balance_peer_data_t *bp)
 
     least = -1;
     least_load = 0;
+    room = -1;
+    room_load = 0;
     spill = -1;
+    passed = 0;
     seen = 0;
 
     for (k = 0; k < bcf->npoints && seen < bcf->npeers; k++) {
@@ -824,9 +833,22 @@ ngx_http_llm_balance_pick(ngx_http_llm_balance_peer_data_t *bp)
                 return i;
             }
 
+            passed = 1;
+
         } else if (load + kload < bound) {
-            ngx_http_llm_balance_move(bcf, key, own, i);
-            return i;
+
+            /* before its peer on the ring: back towards its own place;
+             * past its busy peer: the least loaded with room */
+
+            if (!passed) {
+                ngx_http_llm_balance_move(bcf, key, own, i);
+                return i;
+            }
+
+            if (room < 0 || load < room_load) {
+                room = i;
+                room_load = load;
+            }
         }
 
         if (spill < 0 && load < bound) {
@@ -837,6 +859,11 @@ ngx_http_llm_balance_pick(ngx_http_llm_balance_peer_data_t *bp)
             least = i;
             least_load = load;
         }
+    }
+
+    if (room >= 0) {
+        ngx_http_llm_balance_move(bcf, key, own, room);
+        return room;
     }
 
     i = spill >= 0 ? spill : least;

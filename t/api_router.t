@@ -107,7 +107,7 @@ for my $mode (['prefix', 'llm_balance prefix;'], ['round-robin', '']) {
 # tenants, so round robin's LRU keeps a request's prefix about 3 times in
 # 8 (0.28-0.38 of the ideal measured here), while a router that keeps
 # every tenant on one node reaches about 0.9: near 3x is the ceiling.
-# Measured 2.1-3.2x (the ring's luck: 8 keys on 3 nodes can fall 5/2/1,
+# Measured 1.9-3.2x (the ring's luck: 8 keys on 3 nodes can fall 5/2/1,
 # and the bound must then move tenants); spilling request by request
 # measured 1.6-2.2x.  The test asks for 1.75x.
 my $ratio = $hits{'round-robin'} ? $hits{prefix} / $hits{'round-robin'} : 0;
@@ -138,7 +138,9 @@ $f->start_nodes;
 $f->front(balance => 'llm_balance prefix;');
 my $hot = Fleet->workload(\@systems, 200, hot => 0, hot_share => 0.53,
                           seed => 7);
-my $st = $f->run($hot, 6);
+# (24 tokens each: the requests stay long enough in the engines for the
+# hot tenant's node to be busier than the bound allows)
+my $st = $f->run($hot, 6, max_tokens => 24);
 is(scalar(grep { $_ == 200 } @$st), 200, 'hot tenant: 200 answers');
 my %on;
 $on{$_->[1]}++ for grep { $_->[0] eq '0' } @{ $f->routes };
@@ -147,8 +149,8 @@ diag('hot tenant per node: ' . join ', ', @hot);
 my $n_hot = 0;
 $n_hot += $_ for @hot;
 cmp_ok(scalar(@hot), '>=', 2, 'the hot tenant is served by two nodes');
-cmp_ok($hot[1] // 0, '>=', 0.05 * $n_hot,
-       'the second takes a part of it (5% at least; 7-45% measured)');
+cmp_ok($hot[1] // 0, '>=', 0.1 * $n_hot,
+       'the second takes a part of it (10% at least)');
 
 # kill -9 of a node mid-run
 
@@ -212,10 +214,12 @@ for my $i (@{ $by_node{$gone} }) {
         my $r = $front->post('/v1/chat/completions', {
             messages => [ { role => 'system', content => $systems[$i] },
                           { role => 'user', content => "body $i" } ],
-            max_tokens => 1500, ignore_eos => \1 },
+            max_tokens => 400, ignore_eos => \1 },
             headers => { 'X-Tenant' => "p$i" });
+        # 0, or the status less 400 (599: the client's own timeout)
         POSIX::_exit($r->{status} == 200
-                     && $r->{json}{usage}{completion_tokens} > 0 ? 0 : 1);
+                     && $r->{json}{usage}{completion_tokens} > 0
+                     ? 0 : $r->{status} - 400);
     }
     push @bodies, $pid;
 }
@@ -243,13 +247,13 @@ for my $s (@streams) {
     $ended{$before->{$s->[0]} eq $gone ? 'dead' : 'live'}{$? >> 8}++;
 }
 is($ended{live}{1} // 0, 0, 'streams on the other nodes all finished');
-my $retried = 0;
+my ($retried, @failed) = (0);
 for my $pid (@bodies) {
     waitpid($pid, 0);
-    $retried++ if $? == 0;
+    $? == 0 ? $retried++ : push @failed, ($? >> 8) + 400;
 }
 is($retried, scalar @bodies, 'bodies in flight on the dead node: answered '
-                             . 'by another node');
+                             . 'by another node') or diag("statuses: @failed");
 my @moved_bodies = grep { $_->[0] =~ /^p/ && @{ $_->[4] } > 1 }
                    @{ $f->routes };
 diag('bodies retried after the kill: ' . scalar @moved_bodies);
