@@ -4,7 +4,7 @@
 # and text on the same file; chat renders the file's own template
 # (tokenizer.chat_template) and gives llm generate's ids for the rendered
 # prompt; the GGUF and the directory it was converted from serve the same
-# tokens.
+# tokens; llama.cpp's Q8_0 file of it serves llm generate's tokens.
 
 use strict;
 use warnings;
@@ -131,5 +131,29 @@ my $dr = $d->post('/v1/chat/completions',
 is_deeply($dr->{json}{choices}[0]{token_ids}, $c->{token_ids},
           'the directory serves the same tokens as its GGUF');
 $d->stop;
+
+# llama.cpp's own Q8_0 file of it (llama_model_quantize): served on the
+# block-format kernels, the tokens of llm generate on the same file
+my ($quantize) = $env =~ /^LLAMA_QUANTIZE=(.*)$/m;
+my ($backends) = $env =~ /^GGML_BACKEND_DIR=(.*)$/m;
+my $q8 = "$b/t-models/" . (split m{/}, $dir)[-1] . '-q8_0.gguf';
+unless (-f $q8) {
+    local $ENV{GGML_BACKEND_DIR} = $backends;
+    system("$quantize $gguf $q8.tmp$$ q8_0 1 >/dev/null 2>&1") == 0
+        or die "llama_quantize failed\n";
+    rename "$q8.tmp$$", $q8 or die "$q8: $!";
+}
+$gguf = $q8;
+$g = cli_generate($raw, 16);
+is(scalar @{ $g->{ids} // [] }, 16, 'llm generate on the Q8_0 file: 16 tokens');
+my $q = NginxLLM->new(model => $q8, engine => $engine);
+$q->start;
+$r = $q->post('/v1/completions', { %body, model => "$name-q8_0" });
+is($r->{status}, 200, 'the Q8_0 file: completions 200');
+is_deeply($r->{json}{choices}[0]{token_ids}, $g->{ids},
+          'the Q8_0 file: llm generate\'s ids');
+is($r->{json}{choices}[0]{text}, $g->{text}, 'the Q8_0 file: llm generate\'s text');
+like($q->error_log, qr/Q8_0/, 'the error log names the block format');
+$q->stop;
 
 done_testing();
