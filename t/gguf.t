@@ -47,7 +47,7 @@ ROOT = os.environ.get('LLM_ROOT') or os.path.dirname(os.path.dirname(os.path.abs
 sys.path.insert(0, os.path.join(ROOT, 't', 'ref'))
 import compare  # noqa: E402
 from refcheck import (BUILD, LLM, TOKENIZERS, run, llamacpp_setup, llamacpp_run,  # noqa: E402
-                      engine_logits, check_logits)
+                      engine_logits, check_logits, check_greedy_steps)
 from tap import ok, note, bail_out, done_testing  # noqa: E402
 
 TOL_REL = {'f32': 1e-4, 'f16': 1e-3, 'bf16': 1e-2}
@@ -113,21 +113,8 @@ def check_greedy(label, lc, gguf, tol_rel, hf_ids):
     q = llamacpp_run(lc, gguf, hf_ids, gguf + '.prompt.f32', GEN_TOKENS)
     if not ok(q.returncode == 0, f'{label}: llama.cpp greedy', q.stderr.strip()):
         return
-    steps = json.loads(q.stdout)['steps']
-    want = [s['id'] for s in steps]
-    ids = got.get('ids') or []
-    n = next((i for i in range(min(len(ids), len(want))) if ids[i] != want[i]), None)
-    if n is None:
-        ok(len(ids) == GEN_TOKENS and ids == want,
-           f'{label}: {GEN_TOKENS} greedy ids equal llama.cpp\'s ({len(set(want))} distinct, '
-           f"smallest top-2 gap {min(s['gap'] for s in steps):.3g})",
-           f'engine {ids}\nllama  {want}')
-        return
-    # the first divergence is acceptable only where llama.cpp had a near-tie
-    tol = tol_rel * steps[n]['max']
-    ok(steps[n]['gap'] <= 2 * tol, f'{label}: greedy ids equal llama.cpp\'s up to a near-tie at '
-       f"step {n} (llama.cpp's top two {steps[n]['gap']:.3g} apart <= 2 x tol {2 * tol:.3g})",
-       f'engine {ids}\nllama  {want}')
+    check_greedy_steps(label, got.get('ids') or [], json.loads(q.stdout)['steps'], GEN_TOKENS,
+                       tol_rel)
 
 
 def check_tokenizer(label, gguf, model_dir, tmp):

@@ -34,7 +34,8 @@ import numpy as np
 ROOT = os.environ.get('LLM_ROOT') or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, 't', 'ref'))
 import compare  # noqa: E402
-from refcheck import BUILD, LLM, TOKENIZERS, run, llamacpp_setup, llamacpp_run  # noqa: E402
+from refcheck import (BUILD, LLM, TOKENIZERS, run, llamacpp_setup, llamacpp_run,  # noqa: E402
+                      check_against_exact, check_greedy_steps)
 from tap import ok, note, bail_out, done_testing  # noqa: E402
 
 TOL_REL = 0.03
@@ -69,10 +70,6 @@ def logits_of(cmd, out, vocab, env=None):
     return compare.load(out, vocab), None
 
 
-def rms(a):
-    return float(np.sqrt((a.astype(np.float64) ** 2).mean()))
-
-
 def check_mixture(label, lc, qg, dq, ids, vocab, tmp):
     ids_s = ','.join(map(str, ids))
     p = run([lc['LLAMA_QUANTIZE'], qg, dq, 'f32', '2'], env=lc['env'])
@@ -87,20 +84,7 @@ def check_mixture(label, lc, qg, dq, ids, vocab, tmp):
         got[k], why = logits_of(cmd, out, vocab, lc['env'])
         if not ok(got[k] is not None, f'{label}: logits ({k})', why):
             return
-    ours, ref, exact = got['ours'], got['lc'], got['exact']
-    tol = TOL_REL * float(np.abs(exact).max())
-    d_ours, d_ref = np.abs(ours - exact).max(), np.abs(ref - exact).max()
-    ok(d_ours <= tol and np.isfinite(ours).all(),
-       f'{label}: max |ours - exact| {d_ours:.3g} <= {tol:.3g} (llama.cpp {d_ref:.3g}; '
-       f'max|logit| {np.abs(exact).max():.3g})')
-    ok(rms(ours - exact) <= RMS_RATIO * rms(ref - exact),
-       f'{label}: RMS error {rms(ours - exact):.3g} <= {RMS_RATIO} x llama.cpp\'s '
-       f'{rms(ref - exact):.3g}')
-    top2 = np.sort(exact, axis=1)[:, -2:]
-    clear = (top2[:, 1] - top2[:, 0]) > 2 * tol
-    bad = np.nonzero(clear & (ours.argmax(1) != exact.argmax(1)))[0]
-    ok(len(bad) == 0, f'{label}: argmax equal at the {int(clear.sum())} of {len(exact)} '
-       f'positions whose top two are > 2 tol apart', f'differs at {bad[:10].tolist()}')
+    check_against_exact(label, got['ours'], got['lc'], got['exact'], TOL_REL, RMS_RATIO)
 
 
 def check_greedy(label, lc, qg):
@@ -112,19 +96,8 @@ def check_greedy(label, lc, qg):
     q = llamacpp_run(lc, qg, got['prompt_ids'], qg + '.prompt.f32', GEN_TOKENS)
     if not ok(q.returncode == 0, f'{label}: llama.cpp greedy', q.stderr.strip()):
         return
-    steps = json.loads(q.stdout)['steps']
-    want, ids = [s['id'] for s in steps], got.get('ids') or []
-    n = next((i for i in range(min(len(ids), len(want))) if ids[i] != want[i]), None)
-    if n is None:
-        ok(len(ids) == GEN_TOKENS and ids == want,
-           f'{label}: {GEN_TOKENS} greedy ids equal llama.cpp\'s ({len(set(want))} distinct, '
-           f"smallest top-2 gap {min(s['gap'] for s in steps):.3g})",
-           f'engine {ids}\nllama  {want}')
-        return
-    tol = TOL_REL * steps[n]['max']
-    ok(steps[n]['gap'] <= 2 * tol, f'{label}: greedy ids equal llama.cpp\'s up to a near-tie at '
-       f"step {n} (llama.cpp's top two {steps[n]['gap']:.3g} apart <= 2 x tol {2 * tol:.3g})",
-       f'engine {ids}\nllama  {want}')
+    check_greedy_steps(label, got.get('ids') or [], json.loads(q.stdout)['steps'], GEN_TOKENS,
+                       TOL_REL)
 
 
 def main():

@@ -31,6 +31,7 @@ import numpy as np
 
 ROOT = os.environ.get('LLM_ROOT') or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, 't', 'ref'))
+from refcheck import check_against_exact  # noqa: E402
 from tap import ok, note, bail_out, done_testing  # noqa: E402
 
 BUILD = os.environ.get('LLM_BUILD') or os.path.join(ROOT, 'build')
@@ -64,27 +65,22 @@ def setup():
            '-I' + os.path.join(env['LLAMA_SRC'], 'ggml', 'include')]
     link = ['-L' + libs, '-l:libllama.v0.4.0.so', '-l:libggml.v0.4.0.so', '-l:libggml-base.so',
             '-Wl,-rpath,' + libs]
-    for name, extra in (('ggml_quant_cmp', ['-I' + os.path.join(ROOT, 'engine'),
-                                            '-I' + os.path.join(ROOT, 'engine', 'include'),
-                                            os.path.join(BUILD, 'libllm.a')]),
-                        ('llama_quantize', [])):
-        out = os.path.join(BUILD, 'ref', name)
-        p = run([os.environ.get('CC', 'gcc'), '-O2', '-o', out,
-                 os.path.join(ROOT, 't', 'ref', name + '.c')] + inc + extra + link
-                + ['-lyajl', '-lpcre2-8', '-lutf8proc', '-ldl', '-lpthread', '-lm'])
-        if p.returncode != 0:
-            bail_out(f'{name}.c: {p.stderr.strip()}')
-        env[name] = out
+    out = os.path.join(BUILD, 'ref', 'ggml_quant_cmp')
+    p = run([os.environ.get('CC', 'gcc'), '-O2', '-o', out,
+             os.path.join(ROOT, 't', 'ref', 'ggml_quant_cmp.c')] + inc
+            + ['-I' + os.path.join(ROOT, 'engine'), '-I' + os.path.join(ROOT, 'engine', 'include'),
+               os.path.join(BUILD, 'libllm.a')] + link
+            + ['-lyajl', '-lpcre2-8', '-lutf8proc', '-ldl', '-lpthread', '-lm'])
+    if p.returncode != 0:
+        bail_out(f'ggml_quant_cmp.c: {p.stderr.strip()}')
+    env['ggml_quant_cmp'] = out
+    env['llama_quantize'] = env['LLAMA_QUANTIZE']    # built by setup_llamacpp.sh
     return env
 
 
 def logits(path, vocab):
     a = np.fromfile(path, dtype='<f4')
     return a.reshape(-1, vocab)
-
-
-def rms(a):
-    return float(np.sqrt((a.astype(np.float64) ** 2).mean()))
 
 
 def main():
@@ -137,22 +133,7 @@ def main():
             if not ok(failed is None, f'{label}: quantized by both, logits computed', failed):
                 continue
             ours, ref, exact = (logits(outs[k], vocab) for k in ('ours', 'lc', 'exact'))
-            tol = TOL_REL * float(np.abs(exact).max())
-            d_ours, d_ref = np.abs(ours - exact).max(), np.abs(ref - exact).max()
-            ok(d_ours <= tol and np.isfinite(ours).all(),
-               f'{label}: max |ours - exact| {d_ours:.3g} <= {tol:.3g} '
-               f'(llama.cpp {d_ref:.3g}; max|logit| {np.abs(exact).max():.3g})')
-            ok(rms(ours - exact) <= RMS_RATIO * rms(ref - exact),
-               f'{label}: RMS error {rms(ours - exact):.3g} <= {RMS_RATIO} x llama.cpp\'s '
-               f'{rms(ref - exact):.3g}')
-            top2 = np.sort(exact, axis=1)[:, -2:]
-            clear = (top2[:, 1] - top2[:, 0]) > 2 * tol
-            bad = np.nonzero(clear & (ours.argmax(1) != exact.argmax(1)))[0]
-            ok(len(bad) == 0, f'{label}: argmax equal at the {int(clear.sum())} of '
-               f'{len(exact)} positions whose top two are > 2 tol apart '
-               f'(all positions: ours {int((ours.argmax(1) == exact.argmax(1)).sum())}, '
-               f'llama.cpp {int((ref.argmax(1) == exact.argmax(1)).sum())})',
-               f'differs at {bad[:10].tolist()}')
+            check_against_exact(label, ours, ref, exact, TOL_REL, RMS_RATIO)
             for k in outs.values():
                 os.unlink(k)
             os.unlink(qg)

@@ -1,8 +1,11 @@
-"""Helpers shared by the reference checks (t/logits.t, t/gguf.t): running the CLI, llama.cpp
-through t/ref/llama_logits.c, and comparing logit dumps with TAP output."""
+"""Helpers shared by the reference checks (t/logits.t, t/gguf.t, t/quant.t, t/gguf_quant.t):
+running the CLI, llama.cpp through t/ref/llama_logits.c, and comparing logit dumps and greedy
+runs with TAP output."""
 import os
 import subprocess
 import sys
+
+import numpy as np
 
 import compare
 from tap import ok
@@ -62,3 +65,47 @@ def check_logits(label, got, ref, tol):
     ok(not r['bad'], f'{label}: argmax equal at every position',
        f"argmax differs at positions {r['bad'][:10]}")
     return r
+
+
+def rms(a):
+    return float(np.sqrt((a.astype(np.float64) ** 2).mean()))
+
+
+def check_against_exact(label, ours, ref, exact, tol_rel, rms_ratio):
+    """Quantized weights: ours and llama.cpp's (ref) logits against the exact values of the
+    quantized weights (exact): max |ours - exact| <= tol_rel x max |exact|, our RMS error at
+    most rms_ratio x llama.cpp's, the argmax equal where the exact top two are > 2 tol apart."""
+    tol = tol_rel * float(np.abs(exact).max())
+    d_ours, d_ref = np.abs(ours - exact).max(), np.abs(ref - exact).max()
+    ok(d_ours <= tol and np.isfinite(ours).all(),
+       f'{label}: max |ours - exact| {d_ours:.3g} <= {tol:.3g} '
+       f'(llama.cpp {d_ref:.3g}; max|logit| {np.abs(exact).max():.3g})')
+    ok(rms(ours - exact) <= rms_ratio * rms(ref - exact),
+       f'{label}: RMS error {rms(ours - exact):.3g} <= {rms_ratio} x llama.cpp\'s '
+       f'{rms(ref - exact):.3g}')
+    top2 = np.sort(exact, axis=1)[:, -2:]
+    clear = (top2[:, 1] - top2[:, 0]) > 2 * tol
+    bad = np.nonzero(clear & (ours.argmax(1) != exact.argmax(1)))[0]
+    ok(len(bad) == 0, f'{label}: argmax equal at the {int(clear.sum())} of '
+       f'{len(exact)} positions whose top two are > 2 tol apart '
+       f'(all positions: ours {int((ours.argmax(1) == exact.argmax(1)).sum())}, '
+       f'llama.cpp {int((ref.argmax(1) == exact.argmax(1)).sum())})',
+       f'differs at {bad[:10].tolist()}')
+
+
+def check_greedy_steps(label, ids, steps, n_tokens, tol_rel):
+    """The engine's greedy ids against llama.cpp's greedy steps (llama_logits' JSON: id, gap
+    between its top two, max |logit|): equal, or equal up to a first divergence where llama.cpp's
+    top two are within 2 x tol_rel x its max |logit| (a near-tie)."""
+    want = [st['id'] for st in steps]
+    n = next((i for i in range(min(len(ids), len(want))) if ids[i] != want[i]), None)
+    if n is None:
+        ok(len(ids) == n_tokens and ids == want,
+           f'{label}: {n_tokens} greedy ids equal llama.cpp\'s ({len(set(want))} distinct, '
+           f"smallest top-2 gap {min(st['gap'] for st in steps):.3g})",
+           f'engine {ids}\nllama  {want}')
+        return
+    tol = tol_rel * steps[n]['max']
+    ok(steps[n]['gap'] <= 2 * tol, f'{label}: greedy ids equal llama.cpp\'s up to a near-tie at '
+       f"step {n} (llama.cpp's top two {steps[n]['gap']:.3g} apart <= 2 x tol {2 * tol:.3g})",
+       f'engine {ids}\nllama  {want}')
