@@ -4,8 +4,8 @@
 # ngx_llm quantized on load (`llm bench --weights T`) and by llama.cpp on
 # the same model's f32 GGUF quantized to T by its own llama_model_quantize
 # (t/ref/llama_quantize.c: a pure mixture, the same bits as ours, t/quant.t),
-# plus llama.cpp's Q4_K_M mixture (which our loader cannot read without the
-# GGUF loader, so it has no ngx_llm column).  llama.cpp runs through
+# plus llama.cpp's Q4_K_M mixture, which both run from the same GGUF file
+# (ngx_llm's GGUF loader; Q6_K matrices among the Q4_K).  llama.cpp runs through
 # node-llama-cpp's prebuilt CPU libraries (bench/llama_prebuilt_bench.c);
 # the natively built llama-bench of cpu_vs_llamacpp.sh is not used here.
 # The sides alternate, RUNS times; medians.  Decode is also given as a
@@ -71,6 +71,9 @@ while [ $i -lt "$RUNS" ]; do
             "$($QUIET "$LLM" bench --model "$model" --prompt-len "$PROMPT" --gen-len "$GEN" \
                 --threads "$THREADS" --reps 1 --json $w)" >> "$log"
     done
+    printf '{"side":"ngx_llm","type":"q4_k_m","result":%s}\n' \
+        "$($QUIET "$LLM" bench --model "$OUT/llama3-357m-q4_k_m.gguf" --prompt-len "$PROMPT" \
+            --gen-len "$GEN" --threads "$THREADS" --reps 1 --json)" >> "$log"
     for t in $TYPES q4_k_m; do
         printf '{"side":"llama.cpp-npm","type":"%s","result":%s}\n' "$t" \
             "$($QUIET "$OUT/llama_prebuilt_bench" "$OUT/llama3-357m-$t.gguf" "$PROMPT" "$GEN" "$THREADS" 1)" >> "$log"
@@ -102,7 +105,7 @@ for t in ['bf16'] + [t for t in ('q8_0', 'q4_0', 'q4_k') if ('ngx_llm', t) in me
     o, l = med.get(('ngx_llm', t)), med.get(('llama.cpp-npm', t))
     fmt = lambda d, m: f"{d[m]:.1f}" if d else '-'
     rat = lambda m: f"{o[m] / l[m]:.2f}x" if o and l else '-'
-    gbs = f"{o['tg'] * mats * bpe[t] / 1e9:.1f} GB/s, {100 * o['tg'] * mats * bpe[t] / 1e9 / bw:.0f}%" if o else '-'
+    gbs = f"{o['tg'] * mats * bpe[t] / 1e9:.1f} GB/s, {100 * o['tg'] * mats * bpe[t] / 1e9 / bw:.0f}%" if o and t in bpe else '-'
     print(f"| {t} | {fmt(o, 'pp')} / {fmt(l, 'pp')} | {rat('pp')} | {fmt(o, 'tg')} / {fmt(l, 'tg')} | {rat('tg')} | {gbs} |")
 print(json.dumps({str(k): v for k, v in med.items()}))
 PY
