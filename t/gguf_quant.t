@@ -25,7 +25,6 @@ nginx serving a quantized file: t/api_gguf.t.
 import collections
 import json
 import os
-import random
 import sys
 import tempfile
 
@@ -35,7 +34,7 @@ ROOT = os.environ.get('LLM_ROOT') or os.path.dirname(os.path.dirname(os.path.abs
 sys.path.insert(0, os.path.join(ROOT, 't', 'ref'))
 import compare  # noqa: E402
 from refcheck import (BUILD, LLM, TOKENIZERS, run, llamacpp_setup, llamacpp_run,  # noqa: E402
-                      check_against_exact, check_greedy_steps)
+                      check_against_exact, check_greedy_steps, random_model)
 from tap import ok, note, bail_out, done_testing  # noqa: E402
 
 TOL_REL = 0.03
@@ -107,17 +106,7 @@ def main():
     lc['env'] = dict(os.environ, GGML_BACKEND_DIR=lc['GGML_BACKEND_DIR'])
     tmp = tempfile.mkdtemp(prefix='gguf-quant-t.')
     for name, tok, opts, pure, mixtures in CASES:
-        d = os.path.join(tmp, name)
-        p = run([LLM, 'make-model', '--tokenizer', TOKENIZERS[tok], '--out', d] + opts.split())
-        if p.returncode != 0:
-            bail_out(f'make-model {name}: {p.stderr}')
-        with open(os.path.join(d, 'config.json')) as f:
-            cfg = json.load(f)
-        vocab = cfg['vocab_size']
-        r = random.Random(name)
-        ids = [r.randrange(vocab - 300) for _ in range(POSITIONS)]
-        if cfg.get('bos_token_id') is not None:
-            ids[0] = cfg['bos_token_id']
+        d, vocab, ids = random_model(tmp, name, TOKENIZERS[tok], opts, POSITIONS)
         ids_s = ','.join(map(str, ids))
         f32 = os.path.join(tmp, name + '.gguf')
         lc['convert'](d, f32, 'f32')

@@ -22,7 +22,6 @@ rounding alone moves them by 3, ~15%); Q8_0's weight rounding (0.23) is below th
 which is why the quantized bytes are compared exactly first.
 """
 import os
-import random
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,7 @@ import numpy as np
 
 ROOT = os.environ.get('LLM_ROOT') or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, 't', 'ref'))
-from refcheck import check_against_exact  # noqa: E402
+from refcheck import check_against_exact, random_model  # noqa: E402
 from tap import ok, note, bail_out, done_testing  # noqa: E402
 
 BUILD = os.environ.get('LLM_BUILD') or os.path.join(ROOT, 'build')
@@ -96,19 +95,8 @@ def main():
     import hf_to_gguf
     tmp = tempfile.mkdtemp(prefix='quant-t.')
     for name, tok, opts, types in CASES:
-        d = os.path.join(tmp, name)
-        p = run([LLM, 'make-model', '--tokenizer', os.path.join(TOK, tok, 'models'), '--out', d]
-                + opts.split())
-        if p.returncode != 0:
-            bail_out(f'make-model {name}: {p.stderr}')
-        import json
-        with open(os.path.join(d, 'config.json')) as f:
-            cfg = json.load(f)
-        vocab = cfg['vocab_size']
-        r = random.Random(name)
-        ids = [r.randrange(vocab - 300) for _ in range(POSITIONS)]
-        if cfg.get('bos_token_id') is not None:
-            ids[0] = cfg['bos_token_id']
+        d, vocab, ids = random_model(tmp, name, os.path.join(TOK, tok, 'models'), opts,
+                                     POSITIONS)
         ids_s = ','.join(map(str, ids))
         f32 = os.path.join(tmp, name + '.gguf')
         hf_to_gguf.convert(d, f32, 'f32')

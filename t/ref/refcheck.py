@@ -1,14 +1,16 @@
 """Helpers shared by the reference checks (t/logits.t, t/gguf.t, t/quant.t, t/gguf_quant.t):
 running the CLI, llama.cpp through t/ref/llama_logits.c, and comparing logit dumps and greedy
 runs with TAP output."""
+import json
 import os
+import random
 import subprocess
 import sys
 
 import numpy as np
 
 import compare
-from tap import ok
+from tap import ok, bail_out
 
 ROOT = os.environ.get('LLM_ROOT') or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -109,3 +111,20 @@ def check_greedy_steps(label, ids, steps, n_tokens, tol_rel):
     ok(steps[n]['gap'] <= 2 * tol, f'{label}: greedy ids equal llama.cpp\'s up to a near-tie at '
        f"step {n} (llama.cpp's top two {steps[n]['gap']:.3g} apart <= 2 x tol {2 * tol:.3g})",
        f'engine {ids}\nllama  {want}')
+
+
+def random_model(tmp, name, tokenizer, opts, positions):
+    """`llm make-model --tokenizer TOKENIZER OPTS` into TMP/NAME: (its directory, its vocab size,
+    POSITIONS random ids seeded by NAME, the first one BOS when the model has one)."""
+    d = os.path.join(tmp, name)
+    p = run([LLM, 'make-model', '--tokenizer', tokenizer, '--out', d] + opts.split())
+    if p.returncode != 0:
+        bail_out(f'make-model {name}: {p.stderr}')
+    with open(os.path.join(d, 'config.json')) as f:
+        cfg = json.load(f)
+    vocab = cfg['vocab_size']
+    r = random.Random(name)
+    ids = [r.randrange(vocab - 300) for _ in range(positions)]
+    if cfg.get('bos_token_id') is not None:
+        ids[0] = cfg['bos_token_id']
+    return d, vocab, ids
