@@ -39,6 +39,9 @@ typedef struct {
     float                  *xl;         /* normed rows that need logits */
     float                 **scratch;    /* per thread: matmul + attention */
     size_t                  scratch_floats;
+    llm_weights             w;          /* the model's, with the matrices
+                                           the kernels pack in packed */
+    char                   *packed;
 } llm_cpu_backend;
 
 
@@ -183,7 +186,7 @@ llm_task_embed(void *arg, int ith, int nth)
     for (i = lo; i < hi; i++) {
         float  pos = (float) t->batch->positions[i];
 
-        b->k->row_to_f32(b->x + (size_t) i * c->hidden, &b->m->weights.embed,
+        b->k->row_to_f32(b->x + (size_t) i * c->hidden, &b->w.embed,
                          t->batch->tokens[i]);
         for (j = 0; j < half; j++) {
             float  a = pos * b->inv_freq[j];
@@ -201,7 +204,7 @@ llm_task_norm(void *arg, int ith, int nth)
     llm_cpu_task             *t = arg;
     llm_cpu_backend          *b = t->b;
     const llm_config         *c = &b->m->config;
-    const llm_layer_weights  *l = &b->m->weights.layers[t->layer];
+    const llm_layer_weights  *l = &b->w.layers[t->layer];
     int                       i, lo, hi;
 
     llm_split(t->batch->n_tokens, 1, ith, nth, &lo, &hi);
@@ -234,7 +237,7 @@ llm_task_qkv_post(void *arg, int ith, int nth)
     llm_cpu_task             *t = arg;
     llm_cpu_backend          *b = t->b;
     const llm_config         *c = &b->m->config;
-    const llm_layer_weights  *l = &b->m->weights.layers[t->layer];
+    const llm_layer_weights  *l = &b->w.layers[t->layer];
     int                       i, h, lo, hi, hd = c->head_dim, half = hd / 2;
     int                       qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
     float                    *q, *k, *v, *kc, *vc;
@@ -377,7 +380,7 @@ llm_task_residual_norm(void *arg, int ith, int nth)
     llm_cpu_task             *t = arg;
     llm_cpu_backend          *b = t->b;
     const llm_config         *c = &b->m->config;
-    const llm_layer_weights  *l = &b->m->weights.layers[t->layer];
+    const llm_layer_weights  *l = &b->w.layers[t->layer];
     int                       i, lo, hi;
     size_t                    o;
 
@@ -431,7 +434,7 @@ llm_task_final_norm(void *arg, int ith, int nth)
     for (i = lo; i < hi; i++) {
         b->k->rmsnorm(b->xl + (size_t) i * H,
                       b->x + (size_t) t->batch->logits_rows[i] * H,
-                      b->m->weights.final_norm.data, H, b->m->config.rms_eps);
+                      b->w.final_norm.data, H, b->m->config.rms_eps);
     }
 }
 
@@ -466,7 +469,7 @@ llm_cpu_forward(llm_backend *base, const llm_batch *batch, float *logits,
     llm_threadpool_run(b->tp, llm_task_embed, &t);
 
     for (L = 0; L < c->n_layers; L++) {
-        l = &b->m->weights.layers[L];
+        l = &b->w.layers[L];
         t.layer = L;
         llm_threadpool_run(b->tp, llm_task_norm, &t);
         {
@@ -504,7 +507,7 @@ llm_cpu_forward(llm_backend *base, const llm_batch *batch, float *logits,
         llm_threadpool_run(b->tp, llm_task_final_norm, &t);
         {
             llm_mm_job  mm = { b->xl, c->hidden, batch->n_logits,
-                               &b->m->weights.lm_head, logits,
+                               &b->w.lm_head, logits,
                                c->vocab_size };
             llm_cpu_matmuls(b, &mm, 1);
         }
@@ -533,7 +536,58 @@ llm_cpu_free(llm_backend *base)
     free(b->inv_freq);
     free(b->x);
     free(b->xl);
+    free(b->w.layers);
+    free(b->packed);
     free(b);
+}
+
+
+/* b->w = the model's weights, each matrix the kernel set can pack copied
+ * into its layout (qpack.h); LLM_CPU_PACK=0 keeps the stored layout (tests,
+ * benchmarks) */
+static void
+llm_cpu_pack_weights(llm_cpu_backend *b)
+{
+    const llm_config  *c = &b->m->config;
+    const char        *env = getenv("LLM_CPU_PACK");
+    llm_tensor       **mats;
+    size_t             total = 0, off = 0, n;
+    int                i, L, nm = 0;
+
+    b->w = b->m->weights;
+    b->w.layers = llm_xmalloc(sizeof(llm_layer_weights) * c->n_layers);
+    memcpy(b->w.layers, b->m->weights.layers,
+           sizeof(llm_layer_weights) * c->n_layers);
+    if (b->k->pack == NULL || (env && strcmp(env, "0") == 0)) {
+        return;
+    }
+    mats = llm_xmalloc(sizeof(llm_tensor *) * (7 * (size_t) c->n_layers + 1));
+    for (L = 0; L < c->n_layers; L++) {
+        llm_layer_weights  *l = &b->w.layers[L];
+
+        mats[nm++] = &l->wq;
+        mats[nm++] = &l->wk;
+        mats[nm++] = &l->wv;
+        mats[nm++] = &l->wo;
+        mats[nm++] = &l->w_gate;
+        mats[nm++] = &l->w_up;
+        mats[nm++] = &l->w_down;
+    }
+    mats[nm++] = &b->w.lm_head;
+    for (i = 0; i < nm; i++) {
+        if (b->k->pack(mats[i], NULL, NULL)) {
+            total += llm_dtype_row_bytes(mats[i]->dtype, mats[i]->cols)
+                     * mats[i]->rows;
+        }
+    }
+    b->packed = total ? llm_xmalloc(total) : NULL;
+    for (i = 0; total && i < nm; i++) {
+        n = llm_dtype_row_bytes(mats[i]->dtype, mats[i]->cols) * mats[i]->rows;
+        if (b->k->pack(mats[i], mats[i], b->packed + off)) {
+            off += n;
+        }
+    }
+    free(mats);
 }
 
 
@@ -575,6 +629,7 @@ llm_backend_cpu_create(const llm_model *m, const llm_backend_config *cfg,
     }
     b->inv_freq = llm_xmalloc(sizeof(float) * (c->head_dim / 2));
     llm_rope_inv_freq(c, b->inv_freq);
+    llm_cpu_pack_weights(b);
 
     n_threads = cfg->threads > 0 ? cfg->threads : 1;
     b->tp = llm_threadpool_create(n_threads);

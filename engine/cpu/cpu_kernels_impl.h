@@ -45,6 +45,7 @@
 #define LLM_MATMUL_KC      128          /* inputs per slice: tokens in L1 */
 
 #include "cpu_quant_impl.h"
+#include "cpu_qpack_impl.h"
 
 
 LLM_ALWAYS_INLINE VEC
@@ -420,6 +421,12 @@ static void
 KSUFFIX(matmul)(const float *x, int ldx, int M, const llm_tensor *w, int n0,
     int n1, float *y, int ldy, float *scratch)
 {
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+    if (w->packed) {
+        KSUFFIX(matmul_qpack)(x, ldx, M, w, n0, n1, y, ldy, scratch);
+        return;
+    }
+#endif
     if (llm_dtype_is_quantized(w->dtype)) {
         KSUFFIX(matmul_quant)(x, ldx, M, w, n0, n1, y, ldy, scratch);
         return;
@@ -612,4 +619,5 @@ const llm_cpu_kernels KSUFFIX(llm_cpu_kernels) = {
     KSUFFIX(silu_mul),
     KSUFFIX(add),
     KSUFFIX(row_to_f32),
+    LLM_QPACK_SET,
 };

@@ -37,7 +37,43 @@ typedef struct {
 
 /* K inputs of x as K / 32 activation blocks, with one scale per group of
  * 32 (Q8_0, Q4_0) or 256 (the K-quants: their sub-block scales are
- * integers, so a super-block's products add up in int32) */
+ * integers, so a super-block's products add up in int32).  q = x / d
+ * rounded to the nearest, ties to even (lrintf's and vcvtps2dq's default
+ * mode), so the vector version gives the scalar one's bits. */
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+
+static void
+KSUFFIX(quantize_act)(const float *x, int K, int group, llm_q8_act *a)
+{
+    int      b, j;
+    float    amax = 0.0f, id = 0.0f;
+    __m512   m, sid;
+    __m512i  q0, q1, lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+
+    for (b = 0; b < K / 32; b++, x += 32, a++) {
+        if (b % (group / 32) == 0) {
+            m = _mm512_setzero_ps();
+            for (j = 0; j < group; j += 16) {
+                m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + j)), m);
+            }
+            amax = _mm512_reduce_max_ps(m);
+            id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        }
+        a->d = amax / 127.0f;
+        sid = _mm512_set1_ps(id);
+        q0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x), sid));
+        q1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16), sid));
+        q0 = _mm512_min_epi32(_mm512_max_epi32(q0, lo), hi);
+        q1 = _mm512_min_epi32(_mm512_max_epi32(q1, lo), hi);
+        _mm_storeu_si128((__m128i *) a->qs, _mm512_cvtepi32_epi8(q0));
+        _mm_storeu_si128((__m128i *) (a->qs + 16), _mm512_cvtepi32_epi8(q1));
+        a->sum[0] = (int16_t) _mm512_reduce_add_epi32(q0);
+        a->sum[1] = (int16_t) _mm512_reduce_add_epi32(q1);
+    }
+}
+
+#else
+
 static void
 KSUFFIX(quantize_act)(const float *x, int K, int group, llm_q8_act *a)
 {
@@ -68,6 +104,8 @@ KSUFFIX(quantize_act)(const float *x, int K, int group, llm_q8_act *a)
         a->sum[1] = (int16_t) s1;
     }
 }
+
+#endif
 
 
 #if defined(__AVX2__)

@@ -49,12 +49,15 @@ typedef struct {
 } llm_config;
 
 /* A weight matrix [rows][cols] in its stored dtype (HF layout: [out][in]),
- * or a vector (rows == 1).  Vectors are converted to f32 at load. */
+ * or a vector (rows == 1).  Vectors are converted to f32 at load.  packed:
+ * 1 in the CPU backend's copies whose blocks are interleaved for its
+ * kernels (cpu/qpack.h), never in a model's own tensors. */
 typedef struct {
     const void *data;
     llm_dtype   dtype;
     int         rows;
     int         cols;
+    int         packed;
 } llm_tensor;
 
 typedef struct {

@@ -108,10 +108,13 @@ check_roundtrip(llm_dtype t, int cols)
 }
 
 
+/* pack: through the set's packed layout (qpack.h), when it has one */
 static void
-check_matmul(const llm_cpu_kernels *kset, llm_dtype t, int N, int K, int M)
+check_matmul(const llm_cpu_kernels *kset, llm_dtype t, int N, int K, int M,
+    int pack)
 {
     void        *wq = make_weights(t, N, K);
+    void        *wp = NULL;
     float       *wf = malloc(sizeof(float) * N * K);
     float       *x = malloc(sizeof(float) * M * K);
     float       *y = malloc(sizeof(float) * M * N);
@@ -129,6 +132,10 @@ check_matmul(const llm_cpu_kernels *kset, llm_dtype t, int N, int K, int M)
     }
     for (k = 0; k < M * K; k++) {
         x[k] = rndf() * (k % 13 == 0 ? 4.0f : 1.0f);
+    }
+    if (pack) {
+        wp = malloc(llm_dtype_row_bytes(t, K) * N);
+        kset->pack(&w, &w, wp);
     }
     kset->matmul(x, K, M, &w, 0, N, y, N, scratch);
     for (m = 0; m < M; m++) {
@@ -158,18 +165,22 @@ check_matmul(const llm_cpu_kernels *kset, llm_dtype t, int N, int K, int M)
             typical += fabs(y[m * N + n] - ref) / (absum + 1e-30);
         }
     }
-    /* a token's result does not depend on the batch: row M-1 alone */
-    kset->matmul(x + (size_t) (M - 1) * K, K, 1, &w, 0, N, y1, N, scratch);
-    for (n = 0; n < N; n++) {
-        same &= y1[n] == y[(size_t) (M - 1) * N + n];
+    /* a token's result does not depend on the batch: each row alone
+     * (packed: rows in AMX tiles of 16, the rest and a row alone on VNNI) */
+    for (m = 0; m < M; m++) {
+        kset->matmul(x + (size_t) m * K, K, 1, &w, 0, N, y1, N, scratch);
+        for (n = 0; n < N; n++) {
+            same &= y1[n] == y[(size_t) m * N + n];
+        }
     }
-    tap_ok(bad == 0, "%s %s N=%d K=%d M=%d: %d outputs beyond the bound "
+    tap_ok(bad == 0, "%s %s%s N=%d K=%d M=%d: %d outputs beyond the bound "
            "(worst %.2f of it, mean |err| / sum|wx| %.2g)", kset->name,
-           llm_dtype_name(t), N, K, M, bad, worst,
+           llm_dtype_name(t), pack ? " packed" : "", N, K, M, bad, worst,
            typical / (M * N));
-    tap_ok(same, "%s %s M=%d: the last row alone gives the same bits",
-           kset->name, llm_dtype_name(t), M);
+    tap_ok(same, "%s %s%s M=%d: each row alone gives the same bits",
+           kset->name, llm_dtype_name(t), pack ? " packed" : "", M);
     free(wq);
+    free(wp);
     free(wf);
     free(x);
     free(y);
@@ -202,6 +213,7 @@ main(void)
                                         LLM_DTYPE_Q4_K, LLM_DTYPE_Q5_K,
                                         LLM_DTYPE_Q6_K };
     static const int        Ms[] = { 1, 2, 3, 5, 9, 33 };
+    static const int        Mp[] = { 1, 4, 16, 21, 48 };
     const llm_cpu_kernels  *sets[3];
     int                     ns = 0, s, i, j;
 
@@ -224,7 +236,20 @@ main(void)
         for (i = 0; i < 5; i++) {
             check_row_to_f32(sets[s], types[i]);
             for (j = 0; j < 6; j++) {
-                check_matmul(sets[s], types[i], 19, 512, Ms[j]);
+                check_matmul(sets[s], types[i], 19, 512, Ms[j], 0);
+            }
+            if (sets[s]->pack == NULL) {
+                continue;
+            }
+            {
+                llm_tensor  w = { NULL, types[i], 48, 512, 0 };
+
+                if (!sets[s]->pack(&w, NULL, NULL)) {
+                    continue;
+                }
+            }
+            for (j = 0; j < 5; j++) {
+                check_matmul(sets[s], types[i], 48, 512, Mp[j], 1);
             }
         }
     }
