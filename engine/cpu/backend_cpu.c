@@ -551,7 +551,7 @@ llm_cpu_pack_weights(llm_cpu_backend *b)
     const llm_config  *c = &b->m->config;
     const char        *env = getenv("LLM_CPU_PACK");
     llm_tensor       **mats;
-    size_t             total = 0, off = 0, n;
+    size_t             total = 0, off = 0;
     int                i, L, nm = 0;
 
     b->w = b->m->weights;
@@ -575,17 +575,11 @@ llm_cpu_pack_weights(llm_cpu_backend *b)
     }
     mats[nm++] = &b->w.lm_head;
     for (i = 0; i < nm; i++) {
-        if (b->k->pack(mats[i], NULL, NULL)) {
-            total += llm_dtype_row_bytes(mats[i]->dtype, mats[i]->cols)
-                     * mats[i]->rows;
-        }
+        total += b->k->pack(mats[i], NULL, NULL);
     }
     b->packed = total ? llm_xmalloc(total) : NULL;
     for (i = 0; total && i < nm; i++) {
-        n = llm_dtype_row_bytes(mats[i]->dtype, mats[i]->cols) * mats[i]->rows;
-        if (b->k->pack(mats[i], mats[i], b->packed + off)) {
-            off += n;
-        }
+        off += b->k->pack(mats[i], mats[i], b->packed + off);
     }
     free(mats);
 }

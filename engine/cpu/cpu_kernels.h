@@ -36,10 +36,10 @@ typedef struct {
     void   (*add)(float *y, const float *x, int n);
     /* row of a weight matrix to f32 (embedding lookup) */
     void   (*row_to_f32)(float *out, const llm_tensor *w, int row);
-    /* NULL, or: 1 when w has a layout this set's matmul reads faster
-     * (qpack.h); then, with dst (as many bytes as w's data), *out = w in
-     * that layout at dst */
-    int    (*pack)(const llm_tensor *w, llm_tensor *out, void *dst);
+    /* NULL, or: the bytes of w in a layout this set's matmul reads faster
+     * (qpack.h), 0 when it has none; with dst (that many bytes), *out = w
+     * in that layout at dst */
+    size_t (*pack)(const llm_tensor *w, llm_tensor *out, void *dst);
 } llm_cpu_kernels;
 
 const llm_cpu_kernels *llm_cpu_kernels_select(void);

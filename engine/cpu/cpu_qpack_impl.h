@@ -1,22 +1,29 @@
 /*
- * cpu_qpack_impl.h -- matmuls over Q8_0 matrices in the 16-row interleaved
- * layout of qpack.h, for the AVX-512 VNNI kernel set (included by
- * cpu_kernels_impl.h; empty for the other sets, which never pack).
+ * cpu_qpack_impl.h -- matmuls over Q8_0, Q4_K and Q6_K matrices in the
+ * 16-row interleaved layouts of qpack.h, for the AVX-512 VNNI kernel set
+ * (included by cpu_kernels_impl.h; empty for the other sets, which never
+ * pack).
  *
  * The activations are quantized as for the row-major kernels
- * (cpu_quant_impl.h: int8 per 32 inputs with an f32 scale).  For each
- * block, 16 weight rows at a time:
+ * (cpu_quant_impl.h: int8 per 32 inputs, one f32 scale per 32 or, for the
+ * K-quants, per 256).  For each 32-input (sub-)block, 16 weight rows at a
+ * time:
  *
  *   - VNNI (any number of tokens): vpdpbusd multiplies unsigned by signed
- *     bytes, so the weights are flipped to w + 128 (xor 0x80) and 128 x
- *     the activation block's sum is taken off the int32 result;
+ *     bytes: the K-quants' quants are unsigned already; Q8_0's are flipped
+ *     to w + 128 (xor 0x80) and 128 x the activation block's sum is taken
+ *     off the result;
  *   - AMX (16 tokens at a time, where the kernel lets the process use the
- *     tiles): one tdpbssd of a 16 x 32 activation tile by the 8 x 64 weight
- *     tile gives the same 16 x 16 int32 dot products.
+ *     tiles): one tile product (tdpbssd for Q8_0; tdpbsud of the quants
+ *     unpacked to bytes for the K-quants, Q6_K in 16-input halves for its
+ *     scales) gives the same 16 x 16 int32 dot products.
  *
- * Both give every block's exact integer dot product q_w . q_x; then, per
- * output, acc = fma(float(dot), d_w * d_x, acc) over the blocks in order.
- * So a token's result is the same bits on either path and in any batch.
+ * Both give each sub-block's exact integer dot product.  Integer sub-block
+ * scales and offsets (Q4_K's mins, Q6_K's 32) are applied in int32 over a
+ * super-block, as ggml does; then, per output and block in order,
+ * acc = fma(float(dot), d_w * d_x, acc) (and, for Q4_K's mins,
+ * acc = acc - float(mins) * (dmin_w * d_x)).  So a token's result is the
+ * same bits on either path and in any batch.
  */
 
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
@@ -28,6 +35,11 @@
 
 #define LLM_ARCH_REQ_XCOMP_PERM  0x1023
 #define LLM_XFEATURE_XTILEDATA   18
+
+#ifndef LLM_QPACK_PF
+#define LLM_QPACK_PF             2   /* super-blocks (Q8_0: x4 blocks)
+                                        prefetched ahead by decode */
+#endif
 
 static int  llm_qpack_amx = -1;      /* -1 not asked yet, 0 no, 1 yes */
 
@@ -68,6 +80,9 @@ llm_qpack_rows_vnni(const int nx, const llm_qpack_q8_0 *p, int nb,
         acc[i] = _mm512_setzero_ps();
     }
     for (b = 0; b < nb; b++, p++) {
+        for (j = 0; j < (int) sizeof(*p); j += 64) {
+            _mm_prefetch((const char *) (p + 4 * LLM_QPACK_PF) + j, _MM_HINT_T0);
+        }
         for (i = 0; i < nx; i++) {
             dot[i][0] = _mm512_setzero_si512();
             dot[i][1] = _mm512_setzero_si512();
@@ -101,6 +116,162 @@ llm_qpack_rows_vnni(const int nx, const llm_qpack_q8_0 *p, int nb,
 }
 
 
+/* the unsigned quants of steps 0..7 of sub-block j of a K-quant block */
+LLM_ALWAYS_INLINE void
+llm_qpack_steps(const int dt, const void *blk, int j, __m512i *u)
+{
+    const __m512i  lo4 = _mm512_set1_epi8(0x0F), hi2 = _mm512_set1_epi8(0x30);
+    const uint8_t (*nib)[16][4] = dt == LLM_DTYPE_Q4_K
+                                  ? ((const llm_qpack_q4_K *) blk)->qs[j]
+                                  : ((const llm_qpack_q6_K *) blk)->ql[j];
+    __m512i        v, h0, h1;
+    int            s;
+
+    for (s = 0; s < 4; s++) {
+        v = _mm512_loadu_si512(nib[s]);
+        u[s] = _mm512_and_si512(v, lo4);
+        u[s + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
+    }
+    if (dt == LLM_DTYPE_Q6_K) {
+        const llm_qpack_q6_K  *p = blk;
+
+        /* step t + 2u: bits 2u..2u+1 of qh[j][t], moved to bits 4..5 */
+        h0 = _mm512_loadu_si512(p->qh[j][0]);
+        h1 = _mm512_loadu_si512(p->qh[j][1]);
+        u[0] = _mm512_or_si512(u[0], _mm512_and_si512(_mm512_slli_epi16(h0, 4), hi2));
+        u[1] = _mm512_or_si512(u[1], _mm512_and_si512(_mm512_slli_epi16(h1, 4), hi2));
+        u[2] = _mm512_or_si512(u[2], _mm512_and_si512(_mm512_slli_epi16(h0, 2), hi2));
+        u[3] = _mm512_or_si512(u[3], _mm512_and_si512(_mm512_slli_epi16(h1, 2), hi2));
+        u[4] = _mm512_or_si512(u[4], _mm512_and_si512(h0, hi2));
+        u[5] = _mm512_or_si512(u[5], _mm512_and_si512(h1, hi2));
+        u[6] = _mm512_or_si512(u[6], _mm512_and_si512(_mm512_srli_epi16(h0, 2), hi2));
+        u[7] = _mm512_or_si512(u[7], _mm512_and_si512(_mm512_srli_epi16(h1, 2), hi2));
+    }
+}
+
+
+/* sub-block j's scales to int32 lanes: Q4_K's (first), Q6_K's two halves */
+LLM_ALWAYS_INLINE __m512i
+llm_qpack_sc(const int dt, const void *blk, int j, int half)
+{
+    if (dt == LLM_DTYPE_Q4_K) {
+        return _mm512_cvtepu8_epi32(_mm_loadu_si128(
+                   (const __m128i *) ((const llm_qpack_q4_K *) blk)->sc[j]));
+    }
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(
+               (const __m128i *) ((const llm_qpack_q6_K *) blk)->sc[2 * j
+                                                                   + half]));
+}
+
+
+/* dot += the sub-block's scaled integer dot, from the dot products of its
+ * first (lo) and last (hi) 16 inputs with activation block ab */
+LLM_ALWAYS_INLINE __m512i
+llm_qpack_ksub(const int dt, const void *blk, int j, const llm_q8_act *ab,
+    __m512i lo, __m512i hi, __m512i dot)
+{
+    if (dt == LLM_DTYPE_Q4_K) {
+        return _mm512_add_epi32(dot, _mm512_mullo_epi32(
+                   _mm512_add_epi32(lo, hi), llm_qpack_sc(dt, blk, j, 0)));
+    }
+    lo = _mm512_sub_epi32(lo, _mm512_set1_epi32(32 * ab->sum[0]));
+    hi = _mm512_sub_epi32(hi, _mm512_set1_epi32(32 * ab->sum[1]));
+    dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(lo,
+                                    llm_qpack_sc(dt, blk, j, 0)));
+    return _mm512_add_epi32(dot, _mm512_mullo_epi32(hi,
+                                     llm_qpack_sc(dt, blk, j, 1)));
+}
+
+
+/* Q4_K's mins of a super-block against activation blocks ab[0..8) */
+LLM_ALWAYS_INLINE __m512i
+llm_qpack_kmins(const llm_qpack_q4_K *p, const llm_q8_act *ab)
+{
+    __m512i  mn = _mm512_setzero_si512();
+    int      j;
+
+    for (j = 0; j < 8; j++) {
+        mn = _mm512_add_epi32(mn, _mm512_mullo_epi32(
+                 _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) p->m[j])),
+                 _mm512_set1_epi32(ab[j].sum[0] + ab[j].sum[1])));
+    }
+    return mn;
+}
+
+
+/* acc + a super-block's integer sums, scaled (da: the activation's scale) */
+LLM_ALWAYS_INLINE __m512
+llm_qpack_kfinish(const int dt, const void *blk, const llm_q8_act *ab,
+    __m512i dot, __m512 acc)
+{
+    const uint16_t  *d = dt == LLM_DTYPE_Q4_K
+                         ? ((const llm_qpack_q4_K *) blk)->d
+                         : ((const llm_qpack_q6_K *) blk)->d;
+    __m512           da = _mm512_set1_ps(ab[0].d);
+
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(
+              _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) d)), da),
+              acc);
+    if (dt == LLM_DTYPE_Q4_K) {
+        const llm_qpack_q4_K  *p = blk;
+
+        acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(llm_qpack_kmins(p, ab)),
+                  _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(
+                      (const __m256i *) p->dmin)), da), acc);
+    }
+    return acc;
+}
+
+
+/* nx (1..4) tokens against the 16 rows of a K-quant group (nb
+ * super-blocks of bytes each) */
+LLM_ALWAYS_INLINE void
+llm_qpack_krows_vnni(const int dt, const int nx, const char *p, size_t bytes,
+    int nb, const llm_q8_act *const *a, float *y, int ldy)
+{
+    __m512   acc[4];
+    __m512i  dot[4], lo, hi, u[8];
+    int      b, j, i, s;
+
+    for (i = 0; i < nx; i++) {
+        acc[i] = _mm512_setzero_ps();
+    }
+    for (b = 0; b < nb; b++, p += bytes) {
+        for (i = 0; i < nx; i++) {
+            dot[i] = _mm512_setzero_si512();
+        }
+        for (j = 0; j < 8; j++) {
+            for (s = 0; s < (int) bytes / 8; s += 64) {
+                _mm_prefetch(p + LLM_QPACK_PF * bytes + j * bytes / 8 + s,
+                             _MM_HINT_T0);
+            }
+            llm_qpack_steps(dt, p, j, u);
+            for (i = 0; i < nx; i++) {
+                const llm_q8_act  *ab = &a[i][b * 8 + j];
+
+                lo = _mm512_setzero_si512();
+                hi = _mm512_setzero_si512();
+                for (s = 0; s < 4; s++) {
+                    int32_t  q0, q1;
+
+                    memcpy(&q0, ab->qs + 4 * s, 4);
+                    memcpy(&q1, ab->qs + 16 + 4 * s, 4);
+                    lo = _mm512_dpbusd_epi32(lo, u[s], _mm512_set1_epi32(q0));
+                    hi = _mm512_dpbusd_epi32(hi, u[s + 4], _mm512_set1_epi32(q1));
+                }
+                dot[i] = llm_qpack_ksub(dt, p, j, ab, lo, hi, dot[i]);
+            }
+        }
+        for (i = 0; i < nx; i++) {
+            acc[i] = llm_qpack_kfinish(dt, p, &a[i][b * 8], dot[i], acc[i]);
+        }
+    }
+    for (i = 0; i < nx; i++) {
+        _mm512_storeu_ps(y + (size_t) i * ldy, acc[i]);
+    }
+}
+
+
 #if defined(__AMX_INT8__) && defined(__AMX_TILE__)
 
 typedef struct {
@@ -112,11 +283,13 @@ typedef struct {
 } __attribute__((packed)) llm_tilecfg;
 
 
-/* tile 0: 16 tokens x 32 bytes; 1: the weights' 8 x 64; 2: 16 x 16 int32 */
+/* tiles 0-2: 16 tokens x 32 bytes, a block's 8 x 64 weights, 16 x 16 int32;
+ * tiles 3-6, for 16-input halves: 16 x 16 bytes, 4 x 64, two 16 x 16 int32 */
 static void
 llm_qpack_tiles_on(void)
 {
     llm_tilecfg  cfg;
+    int          t;
 
     memset(&cfg, 0, sizeof(cfg));
     cfg.palette = 1;
@@ -124,14 +297,20 @@ llm_qpack_tiles_on(void)
     cfg.colsb[0] = 32;
     cfg.rows[1] = 8;
     cfg.colsb[1] = 64;
-    cfg.rows[2] = 16;
-    cfg.colsb[2] = 64;
+    cfg.rows[3] = 16;
+    cfg.colsb[3] = 16;
+    cfg.rows[4] = 4;
+    cfg.colsb[4] = 64;
+    for (t = 2; t <= 6; t += t == 2 ? 3 : 1) {
+        cfg.rows[t] = 16;
+        cfg.colsb[t] = 64;
+    }
     _tile_loadconfig(&cfg);
 }
 
 
 /* 16 tokens (a: their first activation row, rows lda activation blocks
- * apart) against the 16 rows of group p */
+ * apart) against the 16 rows of Q8_0 group p */
 static void
 llm_qpack_rows_amx(const llm_qpack_q8_0 *p, int nb, const llm_q8_act *a,
     int lda, float *y, int ldy)
@@ -163,77 +342,217 @@ llm_qpack_rows_amx(const llm_qpack_q8_0 *p, int nb, const llm_q8_act *a,
     }
 }
 
-#endif
 
-
-/* y = x W^T for rows [n0, n1) (multiples of 16) of a packed Q8_0 W */
-static void
-KSUFFIX(matmul_qpack)(const float *x, int ldx, int M, const llm_tensor *w,
-    int n0, int n1, float *y, int ldy, float *scratch)
+/* a K-quant group's quants as bytes, each sub-block an 8 x 64 B tile */
+LLM_ALWAYS_INLINE void
+llm_qpack_kunpack(const int dt, const char *p, size_t bytes, int nb,
+    uint8_t *tiles)
 {
-    llm_q8_act         *act = (llm_q8_act *) scratch;
-    const llm_q8_act   *a[4];
-    int                 K = w->cols, nb = K / LLM_QK, m, n, i, nx, m_amx = 0;
-    const llm_qpack_q8_0 *p;
+    __m512i  u[8];
+    int      b, j, s;
 
-    for (m = 0; m < M; m++) {
-        KSUFFIX(quantize_act)(x + (size_t) m * ldx, K, LLM_QK,
-                              act + (size_t) m * nb);
-    }
-#if defined(__AMX_INT8__) && defined(__AMX_TILE__)
-    if (M >= 16 && llm_qpack_amx_usable()) {
-        m_amx = M - M % 16;
-        llm_qpack_tiles_on();
-        for (n = n0; n < n1; n += 16) {
-            p = (const llm_qpack_q8_0 *) w->data + (size_t) (n / 16) * nb;
-            for (m = 0; m < m_amx; m += 16) {
-                llm_qpack_rows_amx(p, nb, act + (size_t) m * nb, nb,
-                                   y + (size_t) m * ldy + n, ldy);
-            }
-        }
-        _tile_release();
-    }
-#endif
-    for (n = n0; n < n1; n += 16) {
-        p = (const llm_qpack_q8_0 *) w->data + (size_t) (n / 16) * nb;
-        for (m = m_amx; m < M; m += nx) {
-            nx = M - m < 4 ? M - m : 4;
-            for (i = 0; i < nx; i++) {
-                a[i] = act + (size_t) (m + i) * nb;
-            }
-            switch (nx) {
-            case 1:
-                llm_qpack_rows_vnni(1, p, nb, a, y + (size_t) m * ldy + n, ldy);
-                break;
-            case 2:
-                llm_qpack_rows_vnni(2, p, nb, a, y + (size_t) m * ldy + n, ldy);
-                break;
-            case 3:
-                llm_qpack_rows_vnni(3, p, nb, a, y + (size_t) m * ldy + n, ldy);
-                break;
-            default:
-                llm_qpack_rows_vnni(4, p, nb, a, y + (size_t) m * ldy + n, ldy);
-                break;
+    for (b = 0; b < nb; b++, p += bytes) {
+        for (j = 0; j < 8; j++) {
+            llm_qpack_steps(dt, p, j, u);
+            for (s = 0; s < 8; s++, tiles += 64) {
+                _mm512_store_si512(tiles, u[s]);
             }
         }
     }
 }
 
 
-static int
+/* 16 tokens against the 16 rows of a K-quant group unpacked to tiles */
+LLM_ALWAYS_INLINE void
+llm_qpack_krows_amx(const int dt, const char *p, size_t bytes, int nb,
+    const uint8_t *tiles, const llm_q8_act *a, int lda, float *y, int ldy)
+{
+    int32_t  c[2][16][16] __attribute__((aligned(64)));
+    __m512i  dot[16];
+    int      b, j, i, sb = lda * (int) sizeof(llm_q8_act);
+
+    for (i = 0; i < 16; i++) {
+        _mm512_storeu_ps(y + (size_t) i * ldy, _mm512_setzero_ps());
+    }
+    for (b = 0; b < nb; b++, p += bytes) {
+        for (i = 0; i < 16; i++) {
+            dot[i] = _mm512_setzero_si512();
+        }
+        for (j = 0; j < 8; j++, tiles += 512) {
+            const llm_q8_act  *ab = &a[b * 8 + j];
+
+            if (dt == LLM_DTYPE_Q4_K) {
+                _tile_zero(2);
+                _tile_loadd(0, ab->qs, sb);
+                _tile_loadd(1, tiles, 64);
+                _tile_dpbsud(2, 0, 1);
+                _tile_stored(2, c[0], 64);
+                for (i = 0; i < 16; i++) {
+                    dot[i] = llm_qpack_ksub(dt, p, j, &ab[(size_t) i * lda],
+                                 _mm512_load_si512(c[0][i]),
+                                 _mm512_setzero_si512(), dot[i]);
+                }
+            } else {
+                _tile_zero(5);
+                _tile_zero(6);
+                _tile_loadd(3, ab->qs, sb);
+                _tile_loadd(4, tiles, 64);
+                _tile_dpbsud(5, 3, 4);
+                _tile_loadd(3, ab->qs + 16, sb);
+                _tile_loadd(4, tiles + 256, 64);
+                _tile_dpbsud(6, 3, 4);
+                _tile_stored(5, c[0], 64);
+                _tile_stored(6, c[1], 64);
+                for (i = 0; i < 16; i++) {
+                    dot[i] = llm_qpack_ksub(dt, p, j, &ab[(size_t) i * lda],
+                                 _mm512_load_si512(c[0][i]),
+                                 _mm512_load_si512(c[1][i]), dot[i]);
+                }
+            }
+        }
+        for (i = 0; i < 16; i++) {
+            float  *yi = y + (size_t) i * ldy;
+
+            _mm512_storeu_ps(yi, llm_qpack_kfinish(dt, p,
+                                     &a[(size_t) i * lda + b * 8], dot[i],
+                                     _mm512_loadu_ps(yi)));
+        }
+    }
+}
+
+#endif
+
+
+/* one group's tokens [m0, M), up to 4 at a time, on VNNI */
+LLM_ALWAYS_INLINE void
+llm_qpack_group_vnni(const int dt, const char *p, size_t bytes, int nb,
+    const llm_q8_act *act, int nba, int m0, int M, float *y, int ldy)
+{
+    const llm_q8_act  *a[4];
+    int                m, i, nx;
+
+    for (m = m0; m < M; m += nx) {
+        nx = M - m < 4 ? M - m : 4;
+        for (i = 0; i < nx; i++) {
+            a[i] = act + (size_t) (m + i) * nba;
+        }
+#define LLM_QPACK_NX(n)                                                       \
+        if (dt == LLM_DTYPE_Q8_0) {                                           \
+            llm_qpack_rows_vnni(n, (const llm_qpack_q8_0 *) p, nb, a,         \
+                                y + (size_t) m * ldy, ldy);                   \
+        } else {                                                              \
+            llm_qpack_krows_vnni(dt, n, p, bytes, nb, a,                      \
+                                 y + (size_t) m * ldy, ldy);                  \
+        }
+        switch (nx) {
+        case 1:
+            LLM_QPACK_NX(1)
+            break;
+        case 2:
+            LLM_QPACK_NX(2)
+            break;
+        case 3:
+            LLM_QPACK_NX(3)
+            break;
+        default:
+            LLM_QPACK_NX(4)
+            break;
+        }
+#undef LLM_QPACK_NX
+    }
+}
+
+
+/* y = x W^T for rows [n0, n1) (multiples of 16) of a packed W of type dt */
+LLM_ALWAYS_INLINE void
+KSUFFIX(matmul_qpack_dt)(const int dt, const float *x, int ldx, int M,
+    const llm_tensor *w, int n0, int n1, float *y, int ldy, float *scratch)
+{
+    llm_q8_act  *act = (llm_q8_act *) scratch;
+    int          K = w->cols, nba = K / LLM_QK, m, n, m_amx = 0;
+    int          nb = dt == LLM_DTYPE_Q8_0 ? nba : K / LLM_QK_K;
+    size_t       bytes = dt == LLM_DTYPE_Q8_0 ? sizeof(llm_qpack_q8_0)
+                         : dt == LLM_DTYPE_Q4_K ? sizeof(llm_qpack_q4_K)
+                         : sizeof(llm_qpack_q6_K);
+    const char  *p;
+
+    for (m = 0; m < M; m++) {
+        KSUFFIX(quantize_act)(x + (size_t) m * ldx, K,
+                              dt == LLM_DTYPE_Q8_0 ? LLM_QK : LLM_QK_K,
+                              act + (size_t) m * nba);
+    }
+#if defined(__AMX_INT8__) && defined(__AMX_TILE__)
+    if (M >= 16 && llm_qpack_amx_usable()) {
+        /* after the activations, 64-byte aligned: a group's tiles */
+        uint8_t  *tiles = (uint8_t *) (((uintptr_t) (act + (size_t) M * nba)
+                                        + 63) & ~(uintptr_t) 63);
+
+        m_amx = M - M % 16;
+        llm_qpack_tiles_on();
+        for (n = n0; n < n1; n += 16) {
+            p = (const char *) w->data + (size_t) (n / 16) * nb * bytes;
+            if (dt != LLM_DTYPE_Q8_0) {
+                llm_qpack_kunpack(dt, p, bytes, nb, tiles);
+            }
+            for (m = 0; m < m_amx; m += 16) {
+                if (dt == LLM_DTYPE_Q8_0) {
+                    llm_qpack_rows_amx((const llm_qpack_q8_0 *) p, nb,
+                                       act + (size_t) m * nba, nba,
+                                       y + (size_t) m * ldy + n, ldy);
+                } else {
+                    llm_qpack_krows_amx(dt, p, bytes, nb, tiles,
+                                        act + (size_t) m * nba, nba,
+                                        y + (size_t) m * ldy + n, ldy);
+                }
+            }
+        }
+        _tile_release();
+    }
+#endif
+    for (n = n0; n < n1; n += 16) {
+        p = (const char *) w->data + (size_t) (n / 16) * nb * bytes;
+        llm_qpack_group_vnni(dt, p, bytes, nb, act, nba, m_amx, M,
+                             y + n, ldy);
+    }
+}
+
+
+static void
+KSUFFIX(matmul_qpack)(const float *x, int ldx, int M, const llm_tensor *w,
+    int n0, int n1, float *y, int ldy, float *scratch)
+{
+    switch (w->dtype) {
+    case LLM_DTYPE_Q8_0:
+        KSUFFIX(matmul_qpack_dt)(LLM_DTYPE_Q8_0, x, ldx, M, w, n0, n1, y, ldy,
+                                 scratch);
+        break;
+    case LLM_DTYPE_Q4_K:
+        KSUFFIX(matmul_qpack_dt)(LLM_DTYPE_Q4_K, x, ldx, M, w, n0, n1, y, ldy,
+                                 scratch);
+        break;
+    case LLM_DTYPE_Q6_K:
+        KSUFFIX(matmul_qpack_dt)(LLM_DTYPE_Q6_K, x, ldx, M, w, n0, n1, y, ldy,
+                                 scratch);
+        break;
+    default:
+        abort();
+    }
+}
+
+
+static size_t
 KSUFFIX(pack)(const llm_tensor *w, llm_tensor *out, void *dst)
 {
-    if (!llm_qpack_supported(w)) {
-        return 0;
-    }
-    if (dst == NULL) {
-        return 1;
+    size_t  n = llm_qpack_bytes(w);
+
+    if (n == 0 || dst == NULL) {
+        return n;
     }
     llm_qpack(w, dst);
     *out = *w;
     out->data = dst;
     out->packed = 1;
-    return 1;
+    return n;
 }
 
 #define LLM_QPACK_SET  KSUFFIX(pack)

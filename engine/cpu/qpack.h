@@ -8,16 +8,23 @@
  * 64 bytes, so decode reads weights at the memory's speed and batched
  * steps run on AMX where the CPU has it.
  *
- * Q8_0, for rows 16g..16g+15 and block b (32 inputs):
+ * For rows 16g..16g+15, one struct per block (Q8_0: 32 inputs) or
+ * super-block (K-quants: 256 inputs, sub-block j = inputs 32j..32j+31);
+ * the blocks of a group follow each other, then the next group.  "Step s"
+ * of a sub-block is its inputs 4s..4s+3.
  *
- *     llm_qpack_q8_0 { f16 d[16]; int8 qs[8][16][4]; }   544 bytes,
+ *   Q8_0: qs[s][r][i] = the quant of row r, input 4s+i.  544 bytes.
+ *   Q4_K: qs[j][s][r][i]: low nibble step s, high nibble step s+4 (s < 4);
+ *         sc and m, the 6-bit scales and mins, one byte each.  2368 bytes
+ *         (16 row blocks: 2304).
+ *   Q6_K: ql as Q4_K's qs (the low 4 bits); qh[j][t][r][i], bits 2u..2u+1:
+ *         the high 2 bits of step t + 2u; sc[h][r]: the scale of inputs
+ *         16h..16h+15.  3360 bytes, as 16 row blocks.
  *
- * qs[j][r][i] = row 16g+r, input 32b+4j+i; blocks of a group follow each
- * other, groups follow each other.  The bytes are those of the row-major
- * blocks, reordered: the same size, the same numbers.
- *
- * The CPU backend packs a copy of each matrix the kernel set can pack
- * (its rows a multiple of 16) at start; llm_tensor.packed marks the copy.
+ * The scales are the blocks' own; the quants are the blocks' (Q6_K's
+ * q + 32, unsigned).  The CPU backend packs a copy of each matrix the kernel
+ * set can pack (rows a multiple of 16) at start; llm_tensor.packed marks
+ * the copy.
  */
 #ifndef LLM_QPACK_H
 #define LLM_QPACK_H
@@ -34,9 +41,23 @@ typedef struct {
     int8_t    qs[8][16][4];
 } llm_qpack_q8_0;
 
-/* 1 when w has a packed form (Q8_0, rows a multiple of 16) */
-int llm_qpack_supported(const llm_tensor *w);
-/* w packed into dst (llm_dtype_row_bytes() * rows bytes, as w) */
+typedef struct {
+    uint16_t  d[16], dmin[16];
+    uint8_t   sc[8][16], m[8][16];
+    uint8_t   qs[8][4][16][4];
+} llm_qpack_q4_K;
+
+typedef struct {
+    uint16_t  d[16];
+    int8_t    sc[16][16];
+    uint8_t   ql[8][4][16][4];
+    uint8_t   qh[8][2][16][4];
+} llm_qpack_q6_K;
+
+/* bytes of w packed; 0 when w has no packed form (Q8_0, Q4_K, Q6_K with
+ * rows a multiple of 16) */
+size_t llm_qpack_bytes(const llm_tensor *w);
+/* w packed into dst (llm_qpack_bytes(w) bytes) */
 void llm_qpack(const llm_tensor *w, void *dst);
 
 #endif /* LLM_QPACK_H */

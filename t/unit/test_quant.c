@@ -134,7 +134,7 @@ check_matmul(const llm_cpu_kernels *kset, llm_dtype t, int N, int K, int M,
         x[k] = rndf() * (k % 13 == 0 ? 4.0f : 1.0f);
     }
     if (pack) {
-        wp = malloc(llm_dtype_row_bytes(t, K) * N);
+        wp = malloc(kset->pack(&w, NULL, NULL));
         kset->pack(&w, &w, wp);
     }
     kset->matmul(x, K, M, &w, 0, N, y, N, scratch);
