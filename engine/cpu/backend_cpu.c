@@ -363,10 +363,11 @@ llm_task_attention(void *arg, int ith, int nth)
 {
     llm_cpu_task     *t = arg;
     llm_cpu_backend  *b = t->b;
-    int               nkv = b->m->config.n_kv_heads, i, lo, hi;
+    int               nkv = b->m->config.n_kv_heads, i;
 
-    llm_split(t->batch->n_tokens * nkv, 1, ith, nth, &lo, &hi);
-    for (i = lo; i < hi; i++) {
+    /* round robin: a prompt's later tokens attend to more keys, so equal
+     * ranges would leave the first threads idle */
+    for (i = ith; i < t->batch->n_tokens * nkv; i += nth) {
         llm_attend(b, t->batch, t->layer, i / nkv, i % nkv,
                    b->scratch[ith]);
     }
