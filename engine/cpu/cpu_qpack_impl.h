@@ -283,55 +283,125 @@ typedef struct {
 } __attribute__((packed)) llm_tilecfg;
 
 
-/* tiles 0-2: 16 tokens x 32 bytes, a block's 8 x 64 weights, 16 x 16 int32;
- * tiles 3-6, for 16-input halves: 16 x 16 bytes, 4 x 64, two 16 x 16 int32 */
+/*
+ * Two tile sets, so that a sub-block's product runs while the previous one's
+ * result is scaled: set 0 is tiles 0 (16 tokens x 32 bytes), 1 (the
+ * weights, 8 x 64) and 2 (16 x 16 int32), set 1 tiles 3, 4, 5.  Q6_K's
+ * 16-input halves: tiles 0 and 4 (16 x 16 bytes), 1 and 5 (4 x 64), and
+ * 2, 3 (set 0) and 6, 7 (set 1) for the two halves' int32 results.
+ */
 static void
-llm_qpack_tiles_on(void)
+llm_qpack_tiles_on(int dt)
 {
     llm_tilecfg  cfg;
     int          t;
 
     memset(&cfg, 0, sizeof(cfg));
     cfg.palette = 1;
-    cfg.rows[0] = 16;
-    cfg.colsb[0] = 32;
-    cfg.rows[1] = 8;
-    cfg.colsb[1] = 64;
-    cfg.rows[3] = 16;
-    cfg.colsb[3] = 16;
-    cfg.rows[4] = 4;
-    cfg.colsb[4] = 64;
-    for (t = 2; t <= 6; t += t == 2 ? 3 : 1) {
+    for (t = 0; t < 8; t++) {
         cfg.rows[t] = 16;
         cfg.colsb[t] = 64;
+    }
+    if (dt == LLM_DTYPE_Q6_K) {
+        cfg.colsb[0] = cfg.colsb[4] = 16;
+        cfg.rows[1] = cfg.rows[5] = 4;
+    } else {
+        cfg.colsb[0] = cfg.colsb[3] = 32;
+        cfg.rows[1] = cfg.rows[4] = 8;
     }
     _tile_loadconfig(&cfg);
 }
 
 
+/* sub-block k's product into tile set k % 2: activations at a (rows sb
+ * bytes apart), weights at w (bytes; K-quants: unpacked tiles) */
+LLM_ALWAYS_INLINE void
+llm_qpack_amx_issue(const int dt, int k, const int8_t *a, int sb,
+    const void *w)
+{
+    if (dt == LLM_DTYPE_Q6_K) {
+        if (k & 1) {
+            _tile_zero(6);
+            _tile_zero(7);
+            _tile_loadd(4, a, sb);
+            _tile_loadd(5, w, 64);
+            _tile_dpbsud(6, 4, 5);
+            _tile_loadd(4, a + 16, sb);
+            _tile_loadd(5, (const char *) w + 256, 64);
+            _tile_dpbsud(7, 4, 5);
+        } else {
+            _tile_zero(2);
+            _tile_zero(3);
+            _tile_loadd(0, a, sb);
+            _tile_loadd(1, w, 64);
+            _tile_dpbsud(2, 0, 1);
+            _tile_loadd(0, a + 16, sb);
+            _tile_loadd(1, (const char *) w + 256, 64);
+            _tile_dpbsud(3, 0, 1);
+        }
+    } else if (k & 1) {
+        _tile_zero(5);
+        _tile_loadd(3, a, sb);
+        _tile_loadd(4, w, 64);
+        if (dt == LLM_DTYPE_Q8_0) {
+            _tile_dpbssd(5, 3, 4);
+        } else {
+            _tile_dpbsud(5, 3, 4);
+        }
+    } else {
+        _tile_zero(2);
+        _tile_loadd(0, a, sb);
+        _tile_loadd(1, w, 64);
+        if (dt == LLM_DTYPE_Q8_0) {
+            _tile_dpbssd(2, 0, 1);
+        } else {
+            _tile_dpbsud(2, 0, 1);
+        }
+    }
+}
+
+
+/* the int32 results of sub-block k's product: c[0] (Q6_K: halves c[0], c[1]) */
+LLM_ALWAYS_INLINE void
+llm_qpack_amx_store(const int dt, int k, int32_t c[2][16][16])
+{
+    if (dt == LLM_DTYPE_Q6_K) {
+        if (k & 1) {
+            _tile_stored(6, c[0], 64);
+            _tile_stored(7, c[1], 64);
+        } else {
+            _tile_stored(2, c[0], 64);
+            _tile_stored(3, c[1], 64);
+        }
+    } else if (k & 1) {
+        _tile_stored(5, c[0], 64);
+    } else {
+        _tile_stored(2, c[0], 64);
+    }
+}
+
+
 /* 16 tokens (a: their first activation row, rows lda activation blocks
- * apart) against the 16 rows of Q8_0 group p */
+ * apart) against the 16 rows of Q8_0 group p (one tile set: overlapping
+ * two measured slower here) */
 static void
 llm_qpack_rows_amx(const llm_qpack_q8_0 *p, int nb, const llm_q8_act *a,
     int lda, float *y, int ldy)
 {
     __m512   acc[16], dw;
-    int32_t  c[16][16] __attribute__((aligned(64)));
-    int      b, i;
+    int32_t  c[2][16][16] __attribute__((aligned(64)));
+    int      b, i, sb = lda * (int) sizeof(llm_q8_act);
 
     for (i = 0; i < 16; i++) {
         acc[i] = _mm512_setzero_ps();
     }
-    for (b = 0; b < nb; b++, p++) {
-        _tile_zero(2);
-        _tile_loadd(0, a[b].qs, lda * (int) sizeof(llm_q8_act));
-        _tile_loadd(1, p->qs, 64);
-        _tile_dpbssd(2, 0, 1);
-        _tile_stored(2, c, 64);
-        dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) p->d));
+    for (b = 0; b < nb; b++) {
+        llm_qpack_amx_issue(LLM_DTYPE_Q8_0, 0, a[b].qs, sb, p[b].qs);
+        llm_qpack_amx_store(LLM_DTYPE_Q8_0, 0, c);
+        dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) p[b].d));
         for (i = 0; i < 16; i++) {
             acc[i] = _mm512_fmadd_ps(
-                         _mm512_cvtepi32_ps(_mm512_load_si512(c[i])),
+                         _mm512_cvtepi32_ps(_mm512_load_si512(c[0][i])),
                          _mm512_mul_ps(dw, _mm512_set1_ps(a[(size_t) i * lda
                                                             + b].d)),
                          acc[i]);
@@ -367,55 +437,46 @@ LLM_ALWAYS_INLINE void
 llm_qpack_krows_amx(const int dt, const char *p, size_t bytes, int nb,
     const uint8_t *tiles, const llm_q8_act *a, int lda, float *y, int ldy)
 {
-    int32_t  c[2][16][16] __attribute__((aligned(64)));
-    __m512i  dot[16];
-    int      b, j, i, sb = lda * (int) sizeof(llm_q8_act);
+    int32_t      c[2][16][16] __attribute__((aligned(64)));
+    __m512i      dot[16];
+    int          k, j, i, sb = lda * (int) sizeof(llm_q8_act);
+    const char  *blk;
 
     for (i = 0; i < 16; i++) {
         _mm512_storeu_ps(y + (size_t) i * ldy, _mm512_setzero_ps());
     }
-    for (b = 0; b < nb; b++, p += bytes) {
-        for (i = 0; i < 16; i++) {
-            dot[i] = _mm512_setzero_si512();
-        }
-        for (j = 0; j < 8; j++, tiles += 512) {
-            const llm_q8_act  *ab = &a[b * 8 + j];
+    /* k: sub-block, 8 per super-block */
+    llm_qpack_amx_issue(dt, 0, a[0].qs, sb, tiles);
+    for (k = 0; k < 8 * nb; k++) {
+        const llm_q8_act  *ab = &a[k];
 
-            if (dt == LLM_DTYPE_Q4_K) {
-                _tile_zero(2);
-                _tile_loadd(0, ab->qs, sb);
-                _tile_loadd(1, tiles, 64);
-                _tile_dpbsud(2, 0, 1);
-                _tile_stored(2, c[0], 64);
-                for (i = 0; i < 16; i++) {
-                    dot[i] = llm_qpack_ksub(dt, p, j, &ab[(size_t) i * lda],
-                                 _mm512_load_si512(c[0][i]),
-                                 _mm512_setzero_si512(), dot[i]);
-                }
-            } else {
-                _tile_zero(5);
-                _tile_zero(6);
-                _tile_loadd(3, ab->qs, sb);
-                _tile_loadd(4, tiles, 64);
-                _tile_dpbsud(5, 3, 4);
-                _tile_loadd(3, ab->qs + 16, sb);
-                _tile_loadd(4, tiles + 256, 64);
-                _tile_dpbsud(6, 3, 4);
-                _tile_stored(5, c[0], 64);
-                _tile_stored(6, c[1], 64);
-                for (i = 0; i < 16; i++) {
-                    dot[i] = llm_qpack_ksub(dt, p, j, &ab[(size_t) i * lda],
-                                 _mm512_load_si512(c[0][i]),
-                                 _mm512_load_si512(c[1][i]), dot[i]);
-                }
+        blk = p + (size_t) (k / 8) * bytes;
+        j = k % 8;
+        if (j == 0) {
+            for (i = 0; i < 16; i++) {
+                dot[i] = _mm512_setzero_si512();
             }
         }
+        llm_qpack_amx_store(dt, k, c);
+        if (k + 1 < 8 * nb) {
+            llm_qpack_amx_issue(dt, k + 1, a[k + 1].qs, sb,
+                                tiles + (size_t) (k + 1) * 512);
+        }
         for (i = 0; i < 16; i++) {
-            float  *yi = y + (size_t) i * ldy;
+            dot[i] = llm_qpack_ksub(dt, blk, j, &ab[(size_t) i * lda],
+                         _mm512_load_si512(c[0][i]),
+                         dt == LLM_DTYPE_Q6_K ? _mm512_load_si512(c[1][i])
+                                              : _mm512_setzero_si512(),
+                         dot[i]);
+        }
+        if (j == 7) {
+            for (i = 0; i < 16; i++) {
+                float  *yi = y + (size_t) i * ldy;
 
-            _mm512_storeu_ps(yi, llm_qpack_kfinish(dt, p,
-                                     &a[(size_t) i * lda + b * 8], dot[i],
-                                     _mm512_loadu_ps(yi)));
+                _mm512_storeu_ps(yi, llm_qpack_kfinish(dt, blk,
+                                         &a[(size_t) i * lda + k - 7], dot[i],
+                                         _mm512_loadu_ps(yi)));
+            }
         }
     }
 }
@@ -488,7 +549,7 @@ KSUFFIX(matmul_qpack_dt)(const int dt, const float *x, int ldx, int M,
                                         + 63) & ~(uintptr_t) 63);
 
         m_amx = M - M % 16;
-        llm_qpack_tiles_on();
+        llm_qpack_tiles_on(dt);
         for (n = n0; n < n1; n += 16) {
             p = (const char *) w->data + (size_t) (n / 16) * nb * bytes;
             if (dt != LLM_DTYPE_Q8_0) {
