@@ -38,7 +38,7 @@ UNIT_SRCS     = $(wildcard t/unit/*.c)
 UNIT_BINS     = $(UNIT_SRCS:t/unit/%.c=$(BUILD)/t/%)
 
 KFLAGS_avx512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma \
-                -mf16c -mavx2 -mamx-tile -mamx-int8
+                -mf16c -mavx2 -mamx-tile -mamx-int8 -mamx-bf16 -mavx512bf16
 KFLAGS_avx2   = -mavx2 -mfma -mf16c
 KFLAGS_generic =
 

@@ -46,6 +46,7 @@
 
 #include "cpu_quant_impl.h"
 #include "cpu_qpack_impl.h"
+#include "cpu_amx_bf16_impl.h"
 
 
 LLM_ALWAYS_INLINE VEC
@@ -450,6 +451,14 @@ KSUFFIX(matmul)(const float *x, int ldx, int M, const llm_tensor *w, int n0,
         }
         return;
     }
+#if defined(LLM_AMX_BF16)
+    if (M >= LLM_MATMUL_OUTER_M && w->dtype == LLM_DTYPE_BF16
+        && w->cols % 32 == 0 && llm_amx_bf16_usable())
+    {
+        KSUFFIX(matmul_amx_bf16)(x, ldx, M, w, n0, n1, y, ldy, scratch);
+        return;
+    }
+#endif
     if (M >= LLM_MATMUL_OUTER_M) {
         switch (w->dtype) {
         case LLM_DTYPE_BF16:

@@ -1,7 +1,8 @@
 /*
  * test_quant.c -- the block formats: quantize/dequantize round trips, and
  * every kernel set's matmul over each block format against the f32
- * reference (dequantized weights times f32 activations, in double).
+ * reference (dequantized weights times f32 activations, in double); and
+ * the batched bf16 form, whose activations are rounded to bf16 on AMX.
  *
  * Tolerance: the kernels quantize each group of 32 activations (256 for
  * the K-quants) to int8 with d = amax / 127, so each activation moves by
@@ -189,6 +190,61 @@ check_matmul(const llm_cpu_kernels *kset, llm_dtype t, int N, int K, int M,
 }
 
 
+/* bf16 weights, M >= 16 tokens: within 2^-9 sum |w x| of the exact sum
+ * (activations rounded to bf16) plus f32 accumulation; a token's row the
+ * same bits whatever else is in the batch */
+static void
+check_matmul_bf16(const llm_cpu_kernels *kset, int N, int K, int M)
+{
+    uint16_t    *wb = malloc(sizeof(uint16_t) * N * K);
+    float       *x = malloc(sizeof(float) * M * K);
+    float       *y = malloc(sizeof(float) * M * N);
+    float       *y16 = malloc(sizeof(float) * 16 * N);
+    float       *scratch = malloc(sizeof(float) * llm_matmul_scratch_size(K, M));
+    llm_tensor   w = { wb, LLM_DTYPE_BF16, N, K, 0 };
+    double       ref, absum, wf, worst = 0;
+    int          n, m, k, bad = 0, same = 1;
+
+    for (k = 0; k < N * K; k++) {
+        wb[k] = llm_f32_to_bf16(rndf());
+    }
+    for (k = 0; k < M * K; k++) {
+        x[k] = rndf() * (k % 13 == 0 ? 4.0f : 1.0f);
+    }
+    kset->matmul(x, K, M, &w, 0, N, y, N, scratch);
+    for (m = 0; m < M; m++) {
+        for (n = 0; n < N; n++) {
+            ref = 0;
+            absum = 0;
+            for (k = 0; k < K; k++) {
+                wf = llm_bf16_to_f32(wb[(size_t) n * K + k]);
+                ref += wf * x[m * K + k];
+                absum += fabs(wf * x[m * K + k]);
+            }
+            if (fabs(y[m * N + n] - ref) > (1.0 / 512 + 1e-5) * absum) {
+                bad++;
+            }
+            worst = fabs(y[m * N + n] - ref) / absum > worst
+                    ? fabs(y[m * N + n] - ref) / absum : worst;
+        }
+    }
+    /* the last 16 tokens as a batch of their own */
+    kset->matmul(x + (size_t) (M - 16) * K, K, 16, &w, 0, N, y16, N, scratch);
+    for (k = 0; k < 16 * N; k++) {
+        same &= y16[k] == y[(size_t) (M - 16) * N + k];
+    }
+    tap_ok(bad == 0, "%s bf16 N=%d K=%d M=%d: %d outputs beyond 2^-9 sum|wx| "
+           "(worst %.2g of sum|wx|)", kset->name, N, K, M, bad, worst);
+    tap_ok(same, "%s bf16 M=%d: the last 16 tokens alone give the same bits",
+           kset->name, M);
+    free(wb);
+    free(x);
+    free(y);
+    free(y16);
+    free(scratch);
+}
+
+
 static void
 check_row_to_f32(const llm_cpu_kernels *kset, llm_dtype t)
 {
@@ -252,6 +308,8 @@ main(void)
                 check_matmul(sets[s], types[i], 48, 512, Mp[j], 1);
             }
         }
+        check_matmul_bf16(sets[s], 37, 96, 16);
+        check_matmul_bf16(sets[s], 53, 512, 37);
     }
     printf("1..%d\n", tap_n);
     return tap_failed != 0;
