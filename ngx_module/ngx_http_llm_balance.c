@@ -88,8 +88,6 @@ typedef struct {
 typedef struct {
     ngx_http_llm_balance_slot_t         peers[NGX_HTTP_LLM_BALANCE_SLOTS];
     ngx_http_llm_balance_key_t          keys[NGX_HTTP_LLM_BALANCE_KEYS];
-    ngx_uint_t                          untracked;    /* counted with no
-                                                         flight free */
     uint32_t                            free;         /* the first free
                                                          flight */
     ngx_http_llm_balance_flight_t       flights[NGX_HTTP_LLM_BALANCE_FLIGHTS];
@@ -212,8 +210,9 @@ ngx_module_t  ngx_http_llm_balance_module = {
 };
 
 
-static ngx_str_t  ngx_http_llm_balance_zone_name = ngx_string("llm_balance");
-static ngx_str_t  ngx_http_llm_balance_var = ngx_string("llm_prefix_key");
+static ngx_str_t   ngx_http_llm_balance_zone_name = ngx_string("llm_balance");
+static ngx_str_t   ngx_http_llm_balance_var = ngx_string("llm_prefix_key");
+static ngx_uint_t  ngx_http_llm_balance_full;   /* said, in this process */
 
 
 static void *
@@ -1146,8 +1145,16 @@ ngx_http_llm_balance_hold(ngx_http_llm_balance_peer_data_t *bp, ngx_uint_t i)
     n = sh->free;
 
     if (n == NGX_HTTP_LLM_BALANCE_FLIGHTS) {
+
         /* counted all the same, only not taken back if this process dies */
-        sh->untracked++;
+        if (!ngx_http_llm_balance_full) {
+            ngx_http_llm_balance_full = 1;
+            ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
+                          "llm_balance: more than %d requests in flight, "
+                          "those beyond are not taken back if their worker "
+                          "dies", NGX_HTTP_LLM_BALANCE_FLIGHTS);
+        }
+
         bp->flight = n;
         return;
     }
