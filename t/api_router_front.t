@@ -155,7 +155,9 @@ my $k = $conns->{$victim} // 0;
 cmp_ok($k, '>=', 1, "worker $victim has $k of the streams");
 kill 'KILL', $victim;
 
-my $re = qr/llm_balance: (\d+) requests to "([^"]+)" in upstream "nodes" were left in flight by the process that died in slot \d+, no longer counted/;
+my $re = qr/llm_balance: (\d+) requests to "([^"]+)" in upstream "nodes" /
+       . qr/were left in flight by the process that died in slot \d+, /
+       . qr/no longer counted/;
 my @left;
 $deadline = time + 30;
 while (time < $deadline) {

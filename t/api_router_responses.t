@@ -81,7 +81,8 @@ sub chat {
 my ($r, $one) = responses('r0-one', { instructions => $systems[0],
                                       input => 'one' });
 is($r->{status}, 200, 'Responses, tenant 0, input one: 200');
-like($one->[3], qr/^[0-9a-f]{16}$/, "a Responses request has a key ($one->[3])");
+like($one->[3], qr/^[0-9a-f]{16}$/,
+     "a Responses request has a key ($one->[3])");
 
 my $two;
 ($r, $two) = responses('r0-two', { instructions => $systems[0],
