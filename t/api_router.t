@@ -120,7 +120,7 @@ for my $mode (['prefix', 'llm_balance prefix;'], ['round-robin', '']) {
 
 # the nodes' summed hits: the prefix cache of each node holds 3 tenants'
 # prefixes, so round robin's LRU finds a request's prefix about 3 times in
-# 8 (67 of this workload's 200 requests, simulated; 68-75 measured), while a
+# 8 (67 of this workload's 200 requests, simulated; 61-75 measured), while a
 # router that keeps every tenant on one node finds all but each tenant's
 # first, 192: 2.87x is the ceiling for this workload, 2.65x on average
 # over draws (docs/performance.md).  Measured 1.9-3.2x (the ring's luck:
