@@ -25,6 +25,14 @@
  * (proxy_next_upstream) are passed over; a failed peer's keys move and
  * come back with it.  The zone "llm_balance" keeps loads and keys across
  * reloads (slots keyed by upstream and peer).
+ *
+ * Each request counted has a flight in the zone naming the process slot
+ * (ngx_process_slot) that counted it.  A worker that dies with requests
+ * in flight (a crash, kill -9) never frees them; the master starts its
+ * successor in the same slot, which takes them back when it starts, so a
+ * peer does not look loaded forever.  Old workers finishing their
+ * requests after a reload keep their slots, and their flights, until
+ * they exit.
  */
 
 
@@ -36,6 +44,7 @@
 #define NGX_HTTP_LLM_BALANCE_SLOTS  1024
 #define NGX_HTTP_LLM_BALANCE_KEYS   4096
 #define NGX_HTTP_LLM_BALANCE_PROBE  8
+#define NGX_HTTP_LLM_BALANCE_FLIGHTS  16384
 #define NGX_HTTP_LLM_BALANCE_PEERS  (64 * 8 * sizeof(ngx_uint_t))
 
 
@@ -64,9 +73,24 @@ typedef struct {
 } ngx_http_llm_balance_key_t;
 
 
+/* a request counted on a peer (and on its key) by a process */
+typedef struct {
+    uint32_t                            process;      /* ngx_process_slot
+                                                         + 1; 0: free */
+    uint32_t                            next;         /* the free list */
+    uint32_t                            peer;         /* in peers[] */
+    uint32_t                            key;          /* in keys[] + 1;
+                                                         0: not counted */
+    uint32_t                            key_id;       /* what it held */
+} ngx_http_llm_balance_flight_t;
+
+
 typedef struct {
     ngx_http_llm_balance_slot_t         peers[NGX_HTTP_LLM_BALANCE_SLOTS];
     ngx_http_llm_balance_key_t          keys[NGX_HTTP_LLM_BALANCE_KEYS];
+    uint32_t                            free;         /* the first free
+                                                         flight */
+    ngx_http_llm_balance_flight_t       flights[NGX_HTTP_LLM_BALANCE_FLIGHTS];
 } ngx_http_llm_balance_shctx_t;
 
 
@@ -90,6 +114,8 @@ typedef struct {
 typedef struct {
     ngx_array_t                         upstreams;    /* srv confs */
     ngx_shm_zone_t                     *zone;
+    ngx_slab_pool_t                    *shpool;
+    ngx_http_llm_balance_shctx_t       *sh;
 } ngx_http_llm_balance_main_conf_t;
 
 
@@ -102,6 +128,8 @@ typedef struct {
     ngx_int_t                           chosen;       /* index, or -1 */
     ngx_http_llm_balance_key_t         *key;          /* in the zone */
     uint32_t                            key_id;       /* what it holds */
+    ngx_http_llm_balance_key_t         *counted;      /* key, if counted */
+    uint32_t                            flight;       /* FLIGHTS: none */
 } ngx_http_llm_balance_peer_data_t;
 
 
@@ -111,6 +139,7 @@ static char *ngx_http_llm_balance(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 static ngx_int_t ngx_http_llm_balance_init_zone(ngx_shm_zone_t *shm_zone,
     void *data);
+static ngx_int_t ngx_http_llm_balance_init_process(ngx_cycle_t *cycle);
 static ngx_int_t ngx_http_llm_balance_init(ngx_conf_t *cf,
     ngx_http_upstream_srv_conf_t *us);
 static int ngx_libc_cdecl ngx_http_llm_balance_cmp_points(const void *one,
@@ -129,8 +158,10 @@ static ngx_http_llm_balance_key_t *ngx_http_llm_balance_key(
     ngx_http_llm_balance_peer_data_t *bp);
 static void ngx_http_llm_balance_move(ngx_http_llm_balance_srv_conf_t *bcf,
     ngx_http_llm_balance_key_t *key, ngx_int_t from, ngx_uint_t to);
-static void ngx_http_llm_balance_account(
-    ngx_http_llm_balance_peer_data_t *bp, ngx_int_t i, ngx_int_t delta);
+static void ngx_http_llm_balance_hold(ngx_http_llm_balance_peer_data_t *bp,
+    ngx_uint_t i);
+static void ngx_http_llm_balance_release(
+    ngx_http_llm_balance_peer_data_t *bp);
 static void ngx_http_llm_balance_free_peer(ngx_peer_connection_t *pc,
     void *data, ngx_uint_t state);
 
@@ -170,7 +201,7 @@ ngx_module_t  ngx_http_llm_balance_module = {
     NGX_HTTP_MODULE,                       /* module type */
     NULL,                                  /* init master */
     NULL,                                  /* init module */
-    NULL,                                  /* init process */
+    ngx_http_llm_balance_init_process,     /* init process */
     NULL,                                  /* init thread */
     NULL,                                  /* exit thread */
     NULL,                                  /* exit process */
@@ -179,8 +210,9 @@ ngx_module_t  ngx_http_llm_balance_module = {
 };
 
 
-static ngx_str_t  ngx_http_llm_balance_zone_name = ngx_string("llm_balance");
-static ngx_str_t  ngx_http_llm_balance_var = ngx_string("llm_prefix_key");
+static ngx_str_t   ngx_http_llm_balance_zone_name = ngx_string("llm_balance");
+static ngx_str_t   ngx_http_llm_balance_var = ngx_string("llm_prefix_key");
+static ngx_uint_t  ngx_http_llm_balance_full;   /* said, in this process */
 
 
 static void *
@@ -362,6 +394,7 @@ ngx_http_llm_balance_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     uint32_t                          key;
     ngx_uint_t                        i, j, k, h;
     ngx_slab_pool_t                  *shpool;
+    ngx_http_llm_balance_flight_t    *f;
     ngx_http_llm_balance_slot_t      *slots;
     ngx_http_llm_balance_shctx_t     *sh;
     ngx_http_llm_balance_srv_conf_t **up, *bcf;
@@ -374,10 +407,18 @@ ngx_http_llm_balance_init_zone(ngx_shm_zone_t *shm_zone, void *data)
             return NGX_ERROR;
         }
 
+        for (i = 0; i < NGX_HTTP_LLM_BALANCE_FLIGHTS; i++) {
+            f = &sh->flights[i];
+            f->next = i + 1;
+        }
+
+        sh->free = 0;
         shpool->data = sh;
     }
 
     sh = shpool->data;
+    bmcf->shpool = shpool;
+    bmcf->sh = sh;
     slots = sh->peers;
     up = bmcf->upstreams.elts;
 
@@ -416,6 +457,100 @@ ngx_http_llm_balance_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 
         bcf->shpool = shpool;
         bcf->sh = sh;
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * A worker: the requests its process slot's previous holder left in
+ * flight (it died: the master starts a worker in the slot of one that
+ * exited abnormally) are no longer counted.  They are not folded into
+ * the averages, which thus drop from the last change on: the requests
+ * ended with their process.
+ */
+
+static ngx_int_t
+ngx_http_llm_balance_init_process(ngx_cycle_t *cycle)
+{
+    uint32_t                           process;
+    ngx_uint_t                         i, j, n, total;
+    ngx_http_llm_balance_key_t        *key;
+    ngx_http_llm_balance_slot_t       *slot;
+    ngx_http_llm_balance_shctx_t      *sh;
+    ngx_http_llm_balance_flight_t     *f;
+    ngx_http_llm_balance_srv_conf_t  **up, *bcf;
+    ngx_http_llm_balance_main_conf_t  *bmcf;
+    static ngx_uint_t                  left[NGX_HTTP_LLM_BALANCE_SLOTS];
+
+    bmcf = ngx_http_cycle_get_module_main_conf(cycle,
+                                               ngx_http_llm_balance_module);
+
+    if (bmcf == NULL || bmcf->sh == NULL) {
+        return NGX_OK;
+    }
+
+    sh = bmcf->sh;
+    process = (uint32_t) ngx_process_slot + 1;
+    total = 0;
+
+    ngx_memzero(left, sizeof(left));
+
+    ngx_shmtx_lock(&bmcf->shpool->mutex);
+
+    for (n = 0; n < NGX_HTTP_LLM_BALANCE_FLIGHTS; n++) {
+        f = &sh->flights[n];
+
+        if (f->process != process) {
+            continue;
+        }
+
+        slot = &sh->peers[f->peer];
+
+        if (slot->inflight) {
+            slot->inflight--;
+        }
+
+        if (f->key) {
+            key = &sh->keys[f->key - 1];
+
+            if (key->load.key == f->key_id && key->load.inflight) {
+                key->load.inflight--;
+            }
+        }
+
+        f->process = 0;
+        f->next = sh->free;
+        sh->free = n;
+
+        left[f->peer]++;
+        total++;
+    }
+
+    ngx_shmtx_unlock(&bmcf->shpool->mutex);
+
+    if (total == 0) {
+        return NGX_OK;
+    }
+
+    up = bmcf->upstreams.elts;
+
+    for (i = 0; i < bmcf->upstreams.nelts; i++) {
+        bcf = up[i];
+
+        for (j = 0; j < bcf->npeers; j++) {
+            n = left[bcf->slot[j] - sh->peers];
+
+            if (n) {
+                ngx_log_error(NGX_LOG_WARN, cycle->log, 0,
+                              "llm_balance: %ui requests to \"%V\" in "
+                              "upstream \"%V\" were left in flight by the "
+                              "process that died in slot %i, no longer "
+                              "counted", n, &bcf->peer[j]->name, &bcf->name,
+                              ngx_process_slot);
+            }
+        }
     }
 
     return NGX_OK;
@@ -605,6 +740,8 @@ ngx_http_llm_balance_init_peer(ngx_http_request_t *r,
     bp->hash = 0;
     bp->key = NULL;
     bp->key_id = 0;
+    bp->counted = NULL;
+    bp->flight = NGX_HTTP_LLM_BALANCE_FLIGHTS;
 
     key = ngx_http_get_indexed_variable(r, bcf->index);
 
@@ -650,7 +787,9 @@ ngx_http_llm_balance_get_peer(ngx_peer_connection_t *pc, void *data)
         if (rc == NGX_OK) {
             for (i = 0; i < (ngx_int_t) bcf->npeers; i++) {
                 if (bcf->peer[i] == bp->rrp.current) {
-                    ngx_http_llm_balance_account(bp, i, 1);
+                    ngx_shmtx_lock(&bcf->shpool->mutex);
+                    ngx_http_llm_balance_hold(bp, i);
+                    ngx_shmtx_unlock(&bcf->shpool->mutex);
                     break;
                 }
             }
@@ -659,14 +798,7 @@ ngx_http_llm_balance_get_peer(ngx_peer_connection_t *pc, void *data)
         return rc;
     }
 
-    ngx_http_llm_balance_fold(bcf, bcf->slot[i]);
-    bcf->slot[i]->inflight++;
-    bp->chosen = i;
-
-    if (bp->key) {
-        ngx_http_llm_balance_fold(bcf, &bp->key->load);
-        bp->key->load.inflight++;
-    }
+    ngx_http_llm_balance_hold(bp, i);
 
     ngx_shmtx_unlock(&bcf->shpool->mutex);
 
@@ -975,28 +1107,109 @@ ngx_http_llm_balance_fold(ngx_http_llm_balance_srv_conf_t *bcf,
 }
 
 
+/*
+ * The request counted on peer i and on its key (unless another key took
+ * the key's entry meanwhile), with a flight naming this process, by which
+ * its successor takes them back should it die first.  Under the zone's
+ * mutex.
+ */
+
 static void
-ngx_http_llm_balance_account(ngx_http_llm_balance_peer_data_t *bp,
-    ngx_int_t i, ngx_int_t delta)
+ngx_http_llm_balance_hold(ngx_http_llm_balance_peer_data_t *bp, ngx_uint_t i)
 {
-    ngx_http_llm_balance_srv_conf_t  *bcf = bp->conf;
+    uint32_t                          n;
+    ngx_http_llm_balance_key_t       *key;
+    ngx_http_llm_balance_shctx_t     *sh;
+    ngx_http_llm_balance_flight_t    *f;
+    ngx_http_llm_balance_srv_conf_t  *bcf;
+
+    bcf = bp->conf;
+    sh = bcf->sh;
+
+    ngx_http_llm_balance_fold(bcf, bcf->slot[i]);
+    bcf->slot[i]->inflight++;
+
+    key = bp->key;
+
+    if (key && key->load.key == bp->key_id) {
+        ngx_http_llm_balance_fold(bcf, &key->load);
+        key->load.inflight++;
+
+    } else {
+        key = NULL;
+    }
+
+    bp->chosen = i;
+    bp->counted = key;
+
+    n = sh->free;
+
+    if (n == NGX_HTTP_LLM_BALANCE_FLIGHTS) {
+
+        /* counted all the same, only not taken back if this process dies */
+        if (!ngx_http_llm_balance_full) {
+            ngx_http_llm_balance_full = 1;
+            ngx_log_error(NGX_LOG_WARN, ngx_cycle->log, 0,
+                          "llm_balance: more than %d requests in flight, "
+                          "those beyond are not taken back if their worker "
+                          "dies", NGX_HTTP_LLM_BALANCE_FLIGHTS);
+        }
+
+        bp->flight = n;
+        return;
+    }
+
+    f = &sh->flights[n];
+    sh->free = f->next;
+
+    f->process = (uint32_t) ngx_process_slot + 1;
+    f->peer = bcf->slot[i] - sh->peers;
+    f->key = key ? key - sh->keys + 1 : 0;
+    f->key_id = bp->key_id;
+
+    bp->flight = n;
+}
+
+
+static void
+ngx_http_llm_balance_release(ngx_http_llm_balance_peer_data_t *bp)
+{
+    ngx_http_llm_balance_key_t       *key;
+    ngx_http_llm_balance_slot_t      *slot;
+    ngx_http_llm_balance_shctx_t     *sh;
+    ngx_http_llm_balance_flight_t    *f;
+    ngx_http_llm_balance_srv_conf_t  *bcf;
+
+    bcf = bp->conf;
+    sh = bcf->sh;
+    slot = bcf->slot[bp->chosen];
+    key = bp->counted;
 
     ngx_shmtx_lock(&bcf->shpool->mutex);
 
-    ngx_http_llm_balance_fold(bcf, bcf->slot[i]);
-    bcf->slot[i]->inflight += delta;
+    ngx_http_llm_balance_fold(bcf, slot);
 
-    /* the key's entry, unless another key took it meanwhile */
-    if (bp->key && bp->key->load.key == bp->key_id
-        && (delta > 0 || bp->key->load.inflight))
-    {
-        ngx_http_llm_balance_fold(bcf, &bp->key->load);
-        bp->key->load.inflight += delta;
+    if (slot->inflight) {
+        slot->inflight--;
+    }
+
+    if (key && key->load.key == bp->key_id && key->load.inflight) {
+        ngx_http_llm_balance_fold(bcf, &key->load);
+        key->load.inflight--;
+    }
+
+    if (bp->flight < NGX_HTTP_LLM_BALANCE_FLIGHTS) {
+        f = &sh->flights[bp->flight];
+        f->process = 0;
+        f->next = sh->free;
+        sh->free = bp->flight;
     }
 
     ngx_shmtx_unlock(&bcf->shpool->mutex);
 
-    bp->chosen = delta > 0 ? i : -1;
+    bp->chosen = -1;
+    bp->counted = NULL;
+    bp->flight = NGX_HTTP_LLM_BALANCE_FLIGHTS;
 }
 
 
@@ -1007,7 +1220,7 @@ ngx_http_llm_balance_free_peer(ngx_peer_connection_t *pc, void *data,
     ngx_http_llm_balance_peer_data_t  *bp = data;
 
     if (bp->chosen >= 0) {
-        ngx_http_llm_balance_account(bp, bp->chosen, -1);
+        ngx_http_llm_balance_release(bp);
     }
 
     ngx_http_upstream_free_round_robin_peer(pc, &bp->rrp, state);

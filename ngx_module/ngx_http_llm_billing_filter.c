@@ -164,9 +164,10 @@ ngx_http_llm_billing_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
  * One buffer: the bytes before the marker go on (the buffer itself,
  * shortened); bytes that may begin it are held back (they are the
  * marker's own, so only their number is kept) and sent ahead of the next
- * buffer if it does not go on with them; the marker's first byte, the
- * newline that ends the event before it, goes on; what follows the marker
- * goes into the record.  The buffer keeps its flags (last_buf, flush).
+ * buffer if it does not go on with them, or of the last one; the marker's
+ * first byte, the newline that ends the event before it, goes on; what
+ * follows the marker goes into the record.  The buffer keeps its flags
+ * (last_buf, flush).
  */
 
 static ngx_int_t
@@ -180,6 +181,18 @@ ngx_http_llm_billing_scan(ngx_http_request_t *r,
     mlen = sizeof(ngx_http_llm_billing_marker) - 1;
 
     if (!ngx_buf_in_memory(b)) {
+
+        /* not scanned: what was held back goes out before it */
+        if (!ctx->in_record && ctx->matched) {
+            if (ngx_http_llm_billing_out(r, NULL, ctx->matched, ll)
+                != NGX_OK)
+            {
+                return NGX_ERROR;
+            }
+
+            ctx->matched = 0;
+        }
+
         return ngx_http_llm_billing_out(r, b, 0, ll);
     }
 
@@ -230,7 +243,17 @@ ngx_http_llm_billing_scan(ngx_http_request_t *r,
         ctx->matched = (*p == '\n') ? 1 : 0;
     }
 
-    if (!ctx->in_record && ctx->matched > held) {
+    if (!ctx->in_record && b->last_buf) {
+
+        /* the end of a stream without a record (a Responses stream, one
+         * not asked for): the bytes held back were the node's */
+        if (held && ngx_http_llm_billing_out(r, NULL, held, ll) != NGX_OK) {
+            return NGX_ERROR;
+        }
+
+        ctx->matched = 0;
+
+    } else if (!ctx->in_record && ctx->matched > held) {
         /* this buffer's bytes that may begin the marker */
         last = b->last - (ctx->matched - held);
     }

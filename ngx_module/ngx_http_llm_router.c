@@ -96,9 +96,14 @@ ngx_http_llm_router_cleanup(void *data)
 /*
  * $llm_prefix_key: the prefix-cache key (16 hex digits) of the prompt's
  * first min(full blocks, prefix_blocks) blocks; not found without a
- * router model, a read body, a chat or completions route, or a prompt of
- * one full block, and for a body a node would refuse (the node answers
- * it).  Cacheable: a retry on another peer asks again.
+ * router model, a read body, a chat, completions or Responses route, or a
+ * prompt of one full block, and for a body a node would refuse (the node
+ * answers it).  A Responses request's prompt is its instructions and
+ * input as the node renders them (ngx_http_llm_responses_input.c, the
+ * route's own parser, through the chat template); one that continues a
+ * stored response (previous_response_id) has none here: the conversation
+ * it continues is only in the node's store.  Cacheable: a retry on
+ * another peer asks again.
  */
 
 ngx_int_t
@@ -126,7 +131,9 @@ ngx_http_llm_router_prefix_key(ngx_http_request_t *r,
 
     route = ngx_http_llm_route_find(r, &id);
 
-    if (route == NULL || route->start != ngx_http_llm_generate) {
+    /* the generating routes, those that render output: chat, completions
+     * and Responses, whose parsers make the prompt a node would run */
+    if (route == NULL || route->chunk == NULL) {
         return NGX_OK;
     }
 

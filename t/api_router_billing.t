@@ -56,8 +56,16 @@ my $events = "data: {\"a\":1}\n\n: llm-bingo is not the record\n\n"
            . "data: {\"b\":\": llm-billing in a string\"}\n\n"
            . "data: [DONE]\n\n";
 
+# streams without a record (a Responses stream, one a node was not asked
+# for, one that ends the way the marker begins): the client gets every
+# byte, the last ones held back included
+my @plain = ("event: response.completed\ndata: {\"a\":1}\n\n",
+             $events, $events . ': llm-billin');
+
 # case n: the stream cut at byte n - 1 of the record's marker (and of
-# the two newlines before it); the last case is a body with a header
+# the two newlines before it); then each plain stream whole and cut
+# before its last byte and its last two; the last case is a body with a
+# header
 sub pieces {
     my @cases;
     for my $cut (0 .. 18) {
@@ -65,6 +73,13 @@ sub pieces {
                   . sprintf($record, "c$cut", $cut) . "\n\n";
         my $at = length($events) - 2 + $cut;
         push @cases, [ $sse_head, substr($all, 0, $at), substr($all, $at) ];
+    }
+    for my $s (@plain) {
+        push @cases, [ $sse_head, $s ];
+        for my $back (1, 2) {
+            push @cases, [ $sse_head, substr($s, 0, -$back),
+                           substr($s, -$back) ];
+        }
     }
     my $body = '{"id":"chatcmpl-b","object":"chat.completion"}';
     push @cases, [ "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
@@ -98,7 +113,7 @@ if (!$pid) {
     POSIX::_exit(0);
 }
 
-for my $n (0 .. $n_cases - 2) {
+for my $n (0 .. 18) {
     my $r = $t->post('/v1/chat/completions', { case => $n, messages => [] });
     is($r->{status}, 200, "cut $n: 200");
     is($r->{content}, $events, "cut $n: the client gets the stream without "
@@ -106,6 +121,13 @@ for my $n (0 .. $n_cases - 2) {
     my $line = $t->wait_log_line(qr/ id=chatcmpl-c$n /);
     like($line // '', qr/ prompt=21 completion=$n total=\d+ cached=16 ttft=250\.000 queue=250\.000 /,
          "cut $n: the front logs the record's values");
+}
+
+for my $n (19 .. $n_cases - 2) {
+    my $s = $plain[int(($n - 19) / 3)];
+    my $r = $t->post('/v1/chat/completions', { case => $n, messages => [] });
+    is($r->{status}, 200, "no record, case $n: 200");
+    is($r->{content}, $s, "no record, case $n: the client gets every byte");
 }
 
 my $r = $t->post('/v1/chat/completions',
