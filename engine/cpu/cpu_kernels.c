@@ -45,7 +45,5 @@ llm_matmul_scratch_size(int K, int M)
     /* LLM_MATMUL_NB widened weight rows, the M tokens packed in blocks of
      * up to 64 (LLM_MATMUL_TMB on the widest ISA), and the accumulators of
      * one weight block by one token block (plus a padded panel) */
-    /* ... plus the tokens rounded to bf16 for a bf16 matrix */
-    return ((size_t) 48 + 12 + 2 * (size_t) M + 64) * (size_t) K
-           + (48 + 12) * 64;
+    return ((size_t) 48 + 12 + (size_t) M + 64) * (size_t) K + (48 + 12) * 64;
 }

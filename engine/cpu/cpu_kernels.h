@@ -4,13 +4,10 @@
  * same cpu_kernels_impl.h) and picked at run time from what the CPU has.
  *
  * Numerics: activations and accumulation are f32; weights are widened from
- * their stored dtype as they are read.  A bf16 matrix's activations are
- * rounded to bf16 first (products of two bf16 are exact in f32; AMX tiles
- * take bf16 pairs; llama.cpp does the same), and block-format matrices
- * quantize them to int8 (cpu_quant_impl.h).  Every matmul output is one
- * dot product accumulated in the same order whatever the batch size or
- * tiling within a form (few tokens, batched), so a token's result does not
- * depend on what else is in the batch.
+ * their stored dtype as they are read.  Every matmul output is one dot
+ * product accumulated lane-wise in the same chunk order and reduced by the
+ * same horizontal sum whatever the batch size or tiling, so a token's
+ * result does not depend on what else is in the batch.
  */
 #ifndef LLM_CPU_KERNELS_H
 #define LLM_CPU_KERNELS_H

@@ -418,20 +418,6 @@ KSUFFIX(matmul_outer)(const int dt, const float *x, int ldx, int M,
 }
 
 
-/* xr = x rounded to bf16 (to the nearest, ties to even) */
-static void
-KSUFFIX(round_bf16)(const float *x, int ldx, int M, int K, float *xr)
-{
-    int  m, k;
-
-    for (m = 0; m < M; m++, x += ldx) {
-        for (k = 0; k < K; k++) {
-            *xr++ = llm_bf16_to_f32(llm_f32_to_bf16(x[k]));
-        }
-    }
-}
-
-
 static void
 KSUFFIX(matmul)(const float *x, int ldx, int M, const llm_tensor *w, int n0,
     int n1, float *y, int ldy, float *scratch)
@@ -445,22 +431,6 @@ KSUFFIX(matmul)(const float *x, int ldx, int M, const llm_tensor *w, int n0,
     if (llm_dtype_is_quantized(w->dtype)) {
         KSUFFIX(matmul_quant)(x, ldx, M, w, n0, n1, y, ldy, scratch);
         return;
-    }
-    if (w->dtype == LLM_DTYPE_BF16) {
-#if defined(LLM_AMX_BF16)
-        if (M >= LLM_MATMUL_OUTER_M && w->cols % 32 == 0
-            && llm_amx_bf16_usable())
-        {
-            KSUFFIX(matmul_amx_bf16)(x, ldx, M, w, n0, n1, y, ldy, scratch);
-            return;
-        }
-#endif
-        /* a bf16 matrix's inputs are rounded to bf16 in every form, as
-         * on the tiles: the forms then differ by f32 summation order only */
-        KSUFFIX(round_bf16)(x, ldx, M, w->cols, scratch);
-        x = scratch;
-        ldx = w->cols;
-        scratch += (size_t) M * w->cols;
     }
     if (M < LLM_MATMUL_SMALL_M) {
         switch (w->dtype) {
@@ -481,6 +451,14 @@ KSUFFIX(matmul)(const float *x, int ldx, int M, const llm_tensor *w, int n0,
         }
         return;
     }
+#if defined(LLM_AMX_BF16)
+    if (M >= LLM_MATMUL_OUTER_M && w->dtype == LLM_DTYPE_BF16
+        && w->cols % 32 == 0 && llm_amx_bf16_usable())
+    {
+        KSUFFIX(matmul_amx_bf16)(x, ldx, M, w, n0, n1, y, ldy, scratch);
+        return;
+    }
+#endif
     if (M >= LLM_MATMUL_OUTER_M) {
         switch (w->dtype) {
         case LLM_DTYPE_BF16:
