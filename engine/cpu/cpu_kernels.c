@@ -44,6 +44,11 @@ llm_matmul_scratch_size(int K, int M)
 {
     /* LLM_MATMUL_NB widened weight rows, the M tokens packed in blocks of
      * up to 64 (LLM_MATMUL_TMB on the widest ISA), and the accumulators of
-     * one weight block by one token block (plus a padded panel) */
-    return ((size_t) 48 + 12 + (size_t) M + 64) * (size_t) K + (48 + 12) * 64;
+     * one weight block by one token block (plus a padded panel); or AMX's
+     * 256 tokens as 3 x bf16 and 32 padded bf16 weight rows */
+    size_t  tiles = ((size_t) 3 * 256 / 2 + 32 / 2) * (size_t) K;
+    size_t  outer = ((size_t) 48 + 12 + (size_t) M + 64) * (size_t) K
+                    + (48 + 12) * 64;
+
+    return outer > tiles ? outer : tiles;
 }
