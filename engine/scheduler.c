@@ -115,7 +115,10 @@ llm_sched_free_blocks(llm_scheduler *s, llm_request *r)
 {
     int  i;
 
-    for (i = 0; i < r->n_blocks; i++) {
+    /* last block first: the free list evicts from its head, so a prefix
+     * loses its tail before its head, which every later block's key
+     * depends on (vLLM frees in the same order) */
+    for (i = r->n_blocks - 1; i >= 0; i--) {
         llm_blocks_release(s->blocks, r->blocks[i]);
     }
     r->n_blocks = 0;
