@@ -150,6 +150,15 @@ llm_qpack_steps(const int dt, const void *blk, int j, __m512i *u)
 }
 
 
+/* Q6_K's scale of 16-input group h to int32 lanes */
+LLM_ALWAYS_INLINE __m512i
+_mm512_llm_sc16(const void *blk, int h)
+{
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(
+               (const __m128i *) ((const llm_qpack_q6_K *) blk)->sc[h]));
+}
+
+
 /* sub-block j's scales to int32 lanes: Q4_K's (first), Q6_K's two halves */
 LLM_ALWAYS_INLINE __m512i
 llm_qpack_sc(const int dt, const void *blk, int j, int half)
@@ -165,57 +174,100 @@ llm_qpack_sc(const int dt, const void *blk, int j, int half)
 
 
 /* dot += the sub-block's scaled integer dot, from the dot products of its
- * first (lo) and last (hi) 16 inputs with activation block ab */
+ * first (lo) and last (hi) 16 inputs; sca, scb: llm_qpack_sc() */
 LLM_ALWAYS_INLINE __m512i
-llm_qpack_ksub(const int dt, const void *blk, int j, const llm_q8_act *ab,
-    __m512i lo, __m512i hi, __m512i dot)
+llm_qpack_ksub(const int dt, __m512i sca, __m512i scb, __m512i lo, __m512i hi,
+    __m512i dot)
 {
     if (dt == LLM_DTYPE_Q4_K) {
         return _mm512_add_epi32(dot, _mm512_mullo_epi32(
-                   _mm512_add_epi32(lo, hi), llm_qpack_sc(dt, blk, j, 0)));
+                   _mm512_add_epi32(lo, hi), sca));
     }
-    lo = _mm512_sub_epi32(lo, _mm512_set1_epi32(32 * ab->sum[0]));
-    hi = _mm512_sub_epi32(hi, _mm512_set1_epi32(32 * ab->sum[1]));
-    dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(lo,
-                                    llm_qpack_sc(dt, blk, j, 0)));
-    return _mm512_add_epi32(dot, _mm512_mullo_epi32(hi,
-                                     llm_qpack_sc(dt, blk, j, 1)));
+    dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(lo, sca));
+    return _mm512_add_epi32(dot, _mm512_mullo_epi32(hi, scb));
 }
 
 
-/* Q4_K's mins of a super-block against activation blocks ab[0..8) */
-LLM_ALWAYS_INLINE __m512i
-llm_qpack_kmins(const llm_qpack_q4_K *p, const llm_q8_act *ab)
+/* A super-block's offset weights as int16 pairs for vpdpwssd, 16 rows per
+ * vector: Q4_K's mins of sub-blocks 2q and 2q + 1 (4 vectors), Q6_K's
+ * scales of the halves of sub-block j (8).  Returns how many. */
+LLM_ALWAYS_INLINE int
+llm_qpack_kpairs(const int dt, const void *blk, __m512i *pw)
 {
-    __m512i  mn = _mm512_setzero_si512();
-    int      j;
+    int  q;
 
-    for (j = 0; j < 8; j++) {
-        mn = _mm512_add_epi32(mn, _mm512_mullo_epi32(
-                 _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) p->m[j])),
-                 _mm512_set1_epi32(ab[j].sum[0] + ab[j].sum[1])));
+    if (dt == LLM_DTYPE_Q4_K) {
+        const llm_qpack_q4_K  *p = blk;
+
+        for (q = 0; q < 4; q++) {
+            pw[q] = _mm512_or_si512(
+                        _mm512_cvtepu8_epi32(_mm_loadu_si128(
+                            (const __m128i *) p->m[2 * q])),
+                        _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                            (const __m128i *) p->m[2 * q + 1])), 16));
+        }
+        return 4;
     }
-    return mn;
+    for (q = 0; q < 8; q++) {
+        pw[q] = _mm512_or_si512(
+                    _mm512_and_si512(_mm512_llm_sc16(blk, 2 * q),
+                                     _mm512_set1_epi32(0xFFFF)),
+                    _mm512_slli_epi32(_mm512_llm_sc16(blk, 2 * q + 1), 16));
+    }
+    return 8;
 }
 
 
-/* acc + a super-block's integer sums, scaled (da: the activation's scale) */
+/* what the offsets take off a super-block's dot for one token (ab: its 8
+ * activation blocks): Q4_K's mins . the sub-blocks' sums, Q6_K's 32 x
+ * scales . the halves' sums; exact in int32 */
+LLM_ALWAYS_INLINE __m512i
+llm_qpack_koff(const int dt, const __m512i *pw, const llm_q8_act *ab)
+{
+    __m512i  off = _mm512_setzero_si512();
+    int32_t  pair;
+    int      q;
+
+    if (dt == LLM_DTYPE_Q4_K) {
+        for (q = 0; q < 4; q++) {
+            pair = (int32_t) ((uint32_t) (uint16_t) (ab[2 * q].sum[0]
+                                                     + ab[2 * q].sum[1])
+                              | (uint32_t) (ab[2 * q + 1].sum[0]
+                                            + ab[2 * q + 1].sum[1]) << 16);
+            off = _mm512_dpwssd_epi32(off, pw[q], _mm512_set1_epi32(pair));
+        }
+        return off;
+    }
+    for (q = 0; q < 8; q++) {
+        memcpy(&pair, ab[q].sum, 4);
+        off = _mm512_dpwssd_epi32(off, pw[q], _mm512_set1_epi32(pair));
+    }
+    return _mm512_slli_epi32(off, 5);
+}
+
+
+/* acc + a super-block's integer sums for one token, scaled (ab: its 8
+ * activation blocks, one scale; pw: llm_qpack_kpairs()) */
 LLM_ALWAYS_INLINE __m512
-llm_qpack_kfinish(const int dt, const void *blk, const llm_q8_act *ab,
-    __m512i dot, __m512 acc)
+llm_qpack_kfinish(const int dt, const void *blk, const __m512i *pw,
+    const llm_q8_act *ab, __m512i dot, __m512 acc)
 {
     const uint16_t  *d = dt == LLM_DTYPE_Q4_K
                          ? ((const llm_qpack_q4_K *) blk)->d
                          : ((const llm_qpack_q6_K *) blk)->d;
     __m512           da = _mm512_set1_ps(ab[0].d);
+    __m512i          off = llm_qpack_koff(dt, pw, ab);
 
+    if (dt == LLM_DTYPE_Q6_K) {
+        dot = _mm512_sub_epi32(dot, off);
+    }
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(
               _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) d)), da),
               acc);
     if (dt == LLM_DTYPE_Q4_K) {
         const llm_qpack_q4_K  *p = blk;
 
-        acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(llm_qpack_kmins(p, ab)),
+        acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(off),
                   _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(
                       (const __m256i *) p->dmin)), da), acc);
     }
@@ -230,7 +282,7 @@ llm_qpack_krows_vnni(const int dt, const int nx, const char *p, size_t bytes,
     int nb, const llm_q8_act *const *a, float *y, int ldy)
 {
     __m512   acc[4];
-    __m512i  dot[4], lo, hi, u[8];
+    __m512i  dot[4], lo, hi, u[8], sca, scb, pw[8];
     int      b, j, i, s;
 
     for (i = 0; i < nx; i++) {
@@ -246,6 +298,8 @@ llm_qpack_krows_vnni(const int dt, const int nx, const char *p, size_t bytes,
                              _MM_HINT_T0);
             }
             llm_qpack_steps(dt, p, j, u);
+            sca = llm_qpack_sc(dt, p, j, 0);
+            scb = dt == LLM_DTYPE_Q6_K ? llm_qpack_sc(dt, p, j, 1) : sca;
             for (i = 0; i < nx; i++) {
                 const llm_q8_act  *ab = &a[i][b * 8 + j];
 
@@ -259,11 +313,13 @@ llm_qpack_krows_vnni(const int dt, const int nx, const char *p, size_t bytes,
                     lo = _mm512_dpbusd_epi32(lo, u[s], _mm512_set1_epi32(q0));
                     hi = _mm512_dpbusd_epi32(hi, u[s + 4], _mm512_set1_epi32(q1));
                 }
-                dot[i] = llm_qpack_ksub(dt, p, j, ab, lo, hi, dot[i]);
+                dot[i] = llm_qpack_ksub(dt, sca, scb, lo, hi, dot[i]);
             }
         }
+        llm_qpack_kpairs(dt, p, pw);
         for (i = 0; i < nx; i++) {
-            acc[i] = llm_qpack_kfinish(dt, p, &a[i][b * 8], dot[i], acc[i]);
+            acc[i] = llm_qpack_kfinish(dt, p, pw, &a[i][b * 8], dot[i],
+                                       acc[i]);
         }
     }
     for (i = 0; i < nx; i++) {
@@ -438,7 +494,7 @@ llm_qpack_krows_amx(const int dt, const char *p, size_t bytes, int nb,
     const uint8_t *tiles, const llm_q8_act *a, int lda, float *y, int ldy)
 {
     int32_t      c[2][16][16] __attribute__((aligned(64)));
-    __m512i      dot[16];
+    __m512i      dot[16], sca, scb, pw[8];
     int          k, j, i, sb = lda * (int) sizeof(llm_q8_act);
     const char  *blk;
 
@@ -448,8 +504,6 @@ llm_qpack_krows_amx(const int dt, const char *p, size_t bytes, int nb,
     /* k: sub-block, 8 per super-block */
     llm_qpack_amx_issue(dt, 0, a[0].qs, sb, tiles);
     for (k = 0; k < 8 * nb; k++) {
-        const llm_q8_act  *ab = &a[k];
-
         blk = p + (size_t) (k / 8) * bytes;
         j = k % 8;
         if (j == 0) {
@@ -462,18 +516,20 @@ llm_qpack_krows_amx(const int dt, const char *p, size_t bytes, int nb,
             llm_qpack_amx_issue(dt, k + 1, a[k + 1].qs, sb,
                                 tiles + (size_t) (k + 1) * 512);
         }
+        sca = llm_qpack_sc(dt, blk, j, 0);
+        scb = dt == LLM_DTYPE_Q6_K ? llm_qpack_sc(dt, blk, j, 1) : sca;
         for (i = 0; i < 16; i++) {
-            dot[i] = llm_qpack_ksub(dt, blk, j, &ab[(size_t) i * lda],
-                         _mm512_load_si512(c[0][i]),
+            dot[i] = llm_qpack_ksub(dt, sca, scb, _mm512_load_si512(c[0][i]),
                          dt == LLM_DTYPE_Q6_K ? _mm512_load_si512(c[1][i])
                                               : _mm512_setzero_si512(),
                          dot[i]);
         }
         if (j == 7) {
+            llm_qpack_kpairs(dt, blk, pw);
             for (i = 0; i < 16; i++) {
                 float  *yi = y + (size_t) i * ldy;
 
-                _mm512_storeu_ps(yi, llm_qpack_kfinish(dt, blk,
+                _mm512_storeu_ps(yi, llm_qpack_kfinish(dt, blk, pw,
                                          &a[(size_t) i * lda + k - 7], dot[i],
                                          _mm512_loadu_ps(yi)));
             }
