@@ -41,24 +41,6 @@ llm_amx_bf16_usable(void)
 }
 
 
-/* tiles 16 x 64 bytes: 0, 1 weights; 2, 3, 6 tokens (hi, mid, lo); 4, 5
- * results */
-static void
-llm_amx_bf16_tiles_on(void)
-{
-    llm_tilecfg  cfg;
-    int          t;
-
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.palette = 1;
-    for (t = 0; t < 8; t++) {
-        cfg.rows[t] = 16;
-        cfg.colsb[t] = 64;
-    }
-    _tile_loadconfig(&cfg);
-}
-
-
 /* M tokens of x (K inputs, K % 32 == 0) into xp: per 16-token tile and
  * 32-input chunk, three tiles (hi, mid, lo) of 16 pair rows x 16 tokens x 2
  * bf16; tokens past M are 0 */
@@ -146,7 +128,9 @@ KSUFFIX(matmul_amx_bf16)(const float *x, int ldx, int M, const llm_tensor *w,
     const uint16_t  *wa;
     float            c[2][16][16] __attribute__((aligned(64)));
 
-    llm_amx_bf16_tiles_on();
+    llm_qpack_tiles_on(LLM_DTYPE_BF16);     /* all 16 x 64 bytes: tiles 0, 1
+                                               weights; 2, 3, 6 tokens (hi,
+                                               mid, lo); 4, 5 results */
     for (mc = 0; mc < M; mc += LLM_AMX_MC) {
         mlen = M - mc < LLM_AMX_MC ? M - mc : LLM_AMX_MC;
         mt = (mlen + 15) / 16;

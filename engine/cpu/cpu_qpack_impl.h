@@ -361,7 +361,8 @@ llm_qpack_tiles_on(int dt)
     if (dt == LLM_DTYPE_Q6_K) {
         cfg.colsb[0] = cfg.colsb[4] = 16;
         cfg.rows[1] = cfg.rows[5] = 4;
-    } else {
+    } else if (dt != LLM_DTYPE_BF16) {      /* bf16 (cpu_amx_bf16_impl.h):
+                                               all 16 x 64 */
         cfg.colsb[0] = cfg.colsb[3] = 32;
         cfg.rows[1] = cfg.rows[4] = 8;
     }
