@@ -92,6 +92,11 @@ def main():
             ok(line.startswith('ok'), 'ggml_quant_cmp: ' + line.split(' - ', 1)[1])
     ok(p.returncode == 0, 'ggml_quant_cmp ran', p.stderr)
 
+    # the kernels as a CPU without AMX runs them: every batch on VNNI (or AVX2, portable)
+    p = run([os.path.join(BUILD, 't', 'test_quant')], env=dict(os.environ, LLM_CPU_AMX='0'))
+    ok(p.returncode == 0 and '\nnot ok' not in '\n' + p.stdout,
+       'test_quant passes without AMX tiles (LLM_CPU_AMX=0)', p.stdout[-2000:])
+
     import hf_to_gguf
     tmp = tempfile.mkdtemp(prefix='quant-t.')
     for name, tok, opts, types in CASES:
@@ -122,6 +127,15 @@ def main():
                 continue
             ours, ref, exact = (logits(outs[k], vocab) for k in ('ours', 'lc', 'exact'))
             check_against_exact(label, ours, ref, exact, TOL_REL, RMS_RATIO)
+            # the AVX-512 set's packed kernels give each block's exact integer dot on AMX
+            # tiles and on VNNI alike: a CPU without AMX gets the same bits
+            alt = outs['ours'] + '.noamx'
+            p = run([LLM, 'logits', '--model', d, '--ids', ids_s, '--out', alt, '--weights',
+                     t, '--threads', '2'], env=dict(genv, LLM_CPU_AMX='0'))
+            ok(p.returncode == 0 and np.array_equal(logits(alt, vocab), ours),
+               f'{label}: the same logits without AMX tiles (LLM_CPU_AMX=0)',
+               p.stderr.strip()[-800:])
+            os.unlink(alt)
             for k in outs.values():
                 os.unlink(k)
             os.unlink(qg)
