@@ -31,13 +31,16 @@ static int  llm_amx_bf16 = -1;      /* -1 not asked yet, 0 no, 1 yes */
 static int
 llm_amx_bf16_usable(void)
 {
-    if (llm_amx_bf16 < 0) {
+    int  yes = __atomic_load_n(&llm_amx_bf16, __ATOMIC_RELAXED);
+
+    if (yes < 0) {                  /* as llm_qpack_amx_usable() */
         __builtin_cpu_init();
-        llm_amx_bf16 = __builtin_cpu_supports("amx-bf16")
-                       && __builtin_cpu_supports("avx512bf16")
-                       && llm_qpack_amx_usable();
+        yes = __builtin_cpu_supports("amx-bf16")
+              && __builtin_cpu_supports("avx512bf16")
+              && llm_qpack_amx_usable();
+        __atomic_store_n(&llm_amx_bf16, yes, __ATOMIC_RELAXED);
     }
-    return llm_amx_bf16;
+    return yes;
 }
 
 

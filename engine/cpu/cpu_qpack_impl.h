@@ -50,17 +50,21 @@ static int
 llm_qpack_amx_usable(void)
 {
     const char  *env;
+    int          yes = __atomic_load_n(&llm_qpack_amx, __ATOMIC_RELAXED);
 
-    if (llm_qpack_amx < 0) {
+    /* the compute threads may ask at once: each gets the same answer
+     * (the permission is the process's, asking twice is harmless) */
+    if (yes < 0) {
         env = getenv("LLM_CPU_AMX");
         __builtin_cpu_init();
-        llm_qpack_amx = (env == NULL || strcmp(env, "0") != 0)
-                        && __builtin_cpu_supports("amx-int8")
-                        && __builtin_cpu_supports("amx-tile")
-                        && syscall(SYS_arch_prctl, LLM_ARCH_REQ_XCOMP_PERM,
-                                   LLM_XFEATURE_XTILEDATA) == 0;
+        yes = (env == NULL || strcmp(env, "0") != 0)
+              && __builtin_cpu_supports("amx-int8")
+              && __builtin_cpu_supports("amx-tile")
+              && syscall(SYS_arch_prctl, LLM_ARCH_REQ_XCOMP_PERM,
+                         LLM_XFEATURE_XTILEDATA) == 0;
+        __atomic_store_n(&llm_qpack_amx, yes, __ATOMIC_RELAXED);
     }
-    return llm_qpack_amx;
+    return yes;
 }
 
 
