@@ -1,5 +1,5 @@
 /*
- * cpu_qpack_impl.h -- matmuls over Q8_0, Q4_K and Q6_K matrices in the
+ * cpu_qpack_impl.h -- matmuls over Q8_0, Q4_0, Q4_K and Q6_K matrices in the
  * 16-row interleaved layouts of qpack.h, for the AVX-512 VNNI kernel set
  * (included by cpu_kernels_impl.h; empty for the other sets, which never
  * pack).
@@ -10,16 +10,16 @@
  * time:
  *
  *   - VNNI (any number of tokens): vpdpbusd multiplies unsigned by signed
- *     bytes: the K-quants' quants are unsigned already; Q8_0's are flipped
- *     to w + 128 (xor 0x80) and 128 x the activation block's sum is taken
- *     off the result;
+ *     bytes: the 4- and 6-bit quants are unsigned already; Q8_0's are
+ *     flipped to w + 128 (xor 0x80) and 128 x the activation block's sum is
+ *     taken off the result;
  *   - AMX (16 tokens at a time, where the kernel lets the process use the
  *     tiles): one tile product (tdpbssd for Q8_0; tdpbsud of the quants
- *     unpacked to bytes for the K-quants, Q6_K in 16-input halves for its
+ *     unpacked to bytes for the others, Q6_K in 16-input halves for its
  *     scales) gives the same 16 x 16 int32 dot products.
  *
  * Both give each sub-block's exact integer dot product.  Integer sub-block
- * scales and offsets (Q4_K's mins, Q6_K's 32) are applied in int32 over a
+ * scales and offsets (Q4_0's 8, Q4_K's mins, Q6_K's 32) are applied in int32 over a
  * super-block, as ggml does; then, per output and block in order,
  * acc = fma(float(dot), d_w * d_x, acc) (and, for Q4_K's mins,
  * acc = acc - float(mins) * (dmin_w * d_x)).  So a token's result is the
@@ -68,64 +68,15 @@ llm_qpack_amx_usable(void)
 }
 
 
-/* nx (1..4) tokens against the 16 rows of group p (nb blocks); two
- * integer chains per token (even and odd 4-byte steps) so that the
- * dot products of a block do not wait on each other */
-LLM_ALWAYS_INLINE void
-llm_qpack_rows_vnni(const int nx, const llm_qpack_q8_0 *p, int nb,
-    const llm_q8_act *const *a, float *y, int ldy)
-{
-    __m512   acc[4];
-    __m512i  dot[4][2], wv[2], flip = _mm512_set1_epi8((char) 0x80);
-    __m512   dw;
-    int      b, j, i, h;
-
-    for (i = 0; i < nx; i++) {
-        acc[i] = _mm512_setzero_ps();
-    }
-    for (b = 0; b < nb; b++, p++) {
-        for (j = 0; j < (int) sizeof(*p); j += 64) {
-            _mm_prefetch((const char *) (p + 4 * LLM_QPACK_PF) + j, _MM_HINT_T0);
-        }
-        for (i = 0; i < nx; i++) {
-            dot[i][0] = _mm512_setzero_si512();
-            dot[i][1] = _mm512_setzero_si512();
-        }
-        for (j = 0; j < 8; j += 2) {
-            wv[0] = _mm512_xor_si512(_mm512_loadu_si512(p->qs[j]), flip);
-            wv[1] = _mm512_xor_si512(_mm512_loadu_si512(p->qs[j + 1]), flip);
-            for (i = 0; i < nx; i++) {
-                for (h = 0; h < 2; h++) {
-                    int32_t  q4;
-
-                    memcpy(&q4, a[i][b].qs + 4 * (j + h), 4);
-                    dot[i][h] = _mm512_dpbusd_epi32(dot[i][h], wv[h],
-                                                    _mm512_set1_epi32(q4));
-                }
-            }
-        }
-        dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) p->d));
-        for (i = 0; i < nx; i++) {
-            dot[i][0] = _mm512_sub_epi32(
-                            _mm512_add_epi32(dot[i][0], dot[i][1]),
-                            _mm512_set1_epi32(128 * (a[i][b].sum[0]
-                                                     + a[i][b].sum[1])));
-            acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i][0]),
-                         _mm512_mul_ps(dw, _mm512_set1_ps(a[i][b].d)), acc[i]);
-        }
-    }
-    for (i = 0; i < nx; i++) {
-        _mm512_storeu_ps(y + (size_t) i * ldy, acc[i]);
-    }
-}
-
-
-/* the unsigned quants of steps 0..7 of sub-block j of a K-quant block */
+/* the unsigned quants of steps 0..7 of sub-block j of a K-quant block, or
+ * of a Q4_0 block (j 0) */
 LLM_ALWAYS_INLINE void
 llm_qpack_steps(const int dt, const void *blk, int j, __m512i *u)
 {
     const __m512i  lo4 = _mm512_set1_epi8(0x0F), hi2 = _mm512_set1_epi8(0x30);
-    const uint8_t (*nib)[16][4] = dt == LLM_DTYPE_Q4_K
+    const uint8_t (*nib)[16][4] = dt == LLM_DTYPE_Q4_0
+                                  ? ((const llm_qpack_q4_0 *) blk)->qs
+                                  : dt == LLM_DTYPE_Q4_K
                                   ? ((const llm_qpack_q4_K *) blk)->qs[j]
                                   : ((const llm_qpack_q6_K *) blk)->ql[j];
     __m512i        v, h0, h1;
@@ -276,6 +227,68 @@ llm_qpack_kfinish(const int dt, const void *blk, const __m512i *pw,
                       (const __m256i *) p->dmin)), da), acc);
     }
     return acc;
+}
+
+
+/* nx (1..4) tokens against the 16 rows of a Q8_0 or Q4_0 group (nb blocks
+ * of bytes each); two integer chains per token (even and odd steps) so
+ * that the dot products of a block do not wait on each other.  Q8_0's
+ * quants are flipped to w + 128, Q4_0's are q = w + 8: the activation
+ * block's sum times that offset is taken off. */
+LLM_ALWAYS_INLINE void
+llm_qpack_rows_vnni(const int dt, const int nx, const char *p, size_t bytes,
+    int nb, const llm_q8_act *const *a, float *y, int ldy)
+{
+    const int  off = dt == LLM_DTYPE_Q8_0 ? 128 : 8;
+    __m512     acc[4];
+    __m512i    dot[4][2], u[8], flip = _mm512_set1_epi8((char) 0x80);
+    __m512     dw;
+    int        b, j, i, h;
+
+    for (i = 0; i < nx; i++) {
+        acc[i] = _mm512_setzero_ps();
+    }
+    for (b = 0; b < nb; b++, p += bytes) {
+        for (j = 0; j < (int) bytes; j += 64) {
+            _mm_prefetch(p + 4 * LLM_QPACK_PF * bytes + j, _MM_HINT_T0);
+        }
+        for (i = 0; i < nx; i++) {
+            dot[i][0] = _mm512_setzero_si512();
+            dot[i][1] = _mm512_setzero_si512();
+        }
+        if (dt == LLM_DTYPE_Q8_0) {
+            for (j = 0; j < 8; j++) {
+                u[j] = _mm512_xor_si512(_mm512_loadu_si512(
+                           ((const llm_qpack_q8_0 *) p)->qs[j]), flip);
+            }
+        } else {
+            llm_qpack_steps(dt, p, 0, u);
+        }
+        for (j = 0; j < 8; j += 2) {
+            for (i = 0; i < nx; i++) {
+                for (h = 0; h < 2; h++) {
+                    int32_t  q4;
+
+                    memcpy(&q4, a[i][b].qs + 4 * (j + h), 4);
+                    dot[i][h] = _mm512_dpbusd_epi32(dot[i][h], u[j + h],
+                                                    _mm512_set1_epi32(q4));
+                }
+            }
+        }
+        /* d: the first field of both layouts */
+        dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) p));
+        for (i = 0; i < nx; i++) {
+            dot[i][0] = _mm512_sub_epi32(
+                            _mm512_add_epi32(dot[i][0], dot[i][1]),
+                            _mm512_set1_epi32(off * (a[i][b].sum[0]
+                                                     + a[i][b].sum[1])));
+            acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i][0]),
+                         _mm512_mul_ps(dw, _mm512_set1_ps(a[i][b].d)), acc[i]);
+        }
+    }
+    for (i = 0; i < nx; i++) {
+        _mm512_storeu_ps(y + (size_t) i * ldy, acc[i]);
+    }
 }
 
 
@@ -443,11 +456,12 @@ llm_qpack_amx_store(const int dt, int k, int32_t c[2][16][16])
 
 
 /* 16 tokens (a: their first activation row, rows lda activation blocks
- * apart) against the 16 rows of Q8_0 group p (one tile set: overlapping
- * two measured slower here) */
-static void
-llm_qpack_rows_amx(const llm_qpack_q8_0 *p, int nb, const llm_q8_act *a,
-    int lda, float *y, int ldy)
+ * apart) against the 16 rows of a Q8_0 group p (its quants signed, as
+ * they are) or Q4_0 group (unpacked to tiles, q = w + 8); one tile set:
+ * overlapping two measured slower here */
+LLM_ALWAYS_INLINE void
+llm_qpack_rows_amx(const int dt, const char *p, size_t bytes, int nb,
+    const uint8_t *tiles, const llm_q8_act *a, int lda, float *y, int ldy)
 {
     __m512   acc[16], dw;
     int32_t  c[2][16][16] __attribute__((aligned(64)));
@@ -456,16 +470,23 @@ llm_qpack_rows_amx(const llm_qpack_q8_0 *p, int nb, const llm_q8_act *a,
     for (i = 0; i < 16; i++) {
         acc[i] = _mm512_setzero_ps();
     }
-    for (b = 0; b < nb; b++) {
-        llm_qpack_amx_issue(LLM_DTYPE_Q8_0, 0, a[b].qs, sb, p[b].qs);
-        llm_qpack_amx_store(LLM_DTYPE_Q8_0, 0, c);
-        dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) p[b].d));
+    for (b = 0; b < nb; b++, p += bytes) {
+        llm_qpack_amx_issue(dt, 0, a[b].qs, sb,
+                            dt == LLM_DTYPE_Q8_0
+                            ? (const void *) ((const llm_qpack_q8_0 *) p)->qs
+                            : (const void *) (tiles + (size_t) b * 512));
+        llm_qpack_amx_store(dt, 0, c);
+        dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) p));
         for (i = 0; i < 16; i++) {
-            acc[i] = _mm512_fmadd_ps(
-                         _mm512_cvtepi32_ps(_mm512_load_si512(c[0][i])),
-                         _mm512_mul_ps(dw, _mm512_set1_ps(a[(size_t) i * lda
-                                                            + b].d)),
-                         acc[i]);
+            const llm_q8_act  *ab = &a[(size_t) i * lda + b];
+            __m512i            dot = _mm512_load_si512(c[0][i]);
+
+            if (dt == LLM_DTYPE_Q4_0) {
+                dot = _mm512_sub_epi32(dot, _mm512_set1_epi32(
+                          8 * (ab->sum[0] + ab->sum[1])));
+            }
+            acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                         _mm512_mul_ps(dw, _mm512_set1_ps(ab->d)), acc[i]);
         }
     }
     for (i = 0; i < 16; i++) {
@@ -474,7 +495,8 @@ llm_qpack_rows_amx(const llm_qpack_q8_0 *p, int nb, const llm_q8_act *a,
 }
 
 
-/* a K-quant group's quants as bytes, each sub-block an 8 x 64 B tile */
+/* a K-quant or Q4_0 group's quants as bytes, each (sub-)block an 8 x 64 B
+ * tile */
 LLM_ALWAYS_INLINE void
 llm_qpack_kunpack(const int dt, const char *p, size_t bytes, int nb,
     uint8_t *tiles)
@@ -483,7 +505,7 @@ llm_qpack_kunpack(const int dt, const char *p, size_t bytes, int nb,
     int      b, j, s;
 
     for (b = 0; b < nb; b++, p += bytes) {
-        for (j = 0; j < 8; j++) {
+        for (j = 0; j < (dt == LLM_DTYPE_Q4_0 ? 1 : 8); j++) {
             llm_qpack_steps(dt, p, j, u);
             for (s = 0; s < 8; s++, tiles += 64) {
                 _mm512_store_si512(tiles, u[s]);
@@ -559,8 +581,8 @@ llm_qpack_group_vnni(const int dt, const char *p, size_t bytes, int nb,
             a[i] = act + (size_t) (m + i) * nba;
         }
 #define LLM_QPACK_NX(n)                                                       \
-        if (dt == LLM_DTYPE_Q8_0) {                                           \
-            llm_qpack_rows_vnni(n, (const llm_qpack_q8_0 *) p, nb, a,         \
+        if (dt == LLM_DTYPE_Q8_0 || dt == LLM_DTYPE_Q4_0) {                   \
+            llm_qpack_rows_vnni(dt, n, p, bytes, nb, a,                       \
                                 y + (size_t) m * ldy, ldy);                   \
         } else {                                                              \
             llm_qpack_krows_vnni(dt, n, p, bytes, nb, a,                      \
@@ -592,15 +614,16 @@ KSUFFIX(matmul_qpack_dt)(const int dt, const float *x, int ldx, int M,
 {
     llm_q8_act  *act = (llm_q8_act *) scratch;
     int          K = w->cols, nba = K / LLM_QK, m, n, m_amx = 0;
-    int          nb = dt == LLM_DTYPE_Q8_0 ? nba : K / LLM_QK_K;
+    int          kq = dt == LLM_DTYPE_Q4_K || dt == LLM_DTYPE_Q6_K;
+    int          nb = kq ? K / LLM_QK_K : nba;
     size_t       bytes = dt == LLM_DTYPE_Q8_0 ? sizeof(llm_qpack_q8_0)
+                         : dt == LLM_DTYPE_Q4_0 ? sizeof(llm_qpack_q4_0)
                          : dt == LLM_DTYPE_Q4_K ? sizeof(llm_qpack_q4_K)
                          : sizeof(llm_qpack_q6_K);
     const char  *p;
 
     for (m = 0; m < M; m++) {
-        KSUFFIX(quantize_act)(x + (size_t) m * ldx, K,
-                              dt == LLM_DTYPE_Q8_0 ? LLM_QK : LLM_QK_K,
+        KSUFFIX(quantize_act)(x + (size_t) m * ldx, K, kq ? LLM_QK_K : LLM_QK,
                               act + (size_t) m * nba);
     }
 #if defined(__AMX_INT8__) && defined(__AMX_TILE__)
@@ -617,8 +640,8 @@ KSUFFIX(matmul_qpack_dt)(const int dt, const float *x, int ldx, int M,
                 llm_qpack_kunpack(dt, p, bytes, nb, tiles);
             }
             for (m = 0; m < m_amx; m += 16) {
-                if (dt == LLM_DTYPE_Q8_0) {
-                    llm_qpack_rows_amx((const llm_qpack_q8_0 *) p, nb,
+                if (!kq) {
+                    llm_qpack_rows_amx(dt, p, bytes, nb, tiles,
                                        act + (size_t) m * nba, nba,
                                        y + (size_t) m * ldy + n, ldy);
                 } else {
@@ -646,6 +669,10 @@ KSUFFIX(matmul_qpack)(const float *x, int ldx, int M, const llm_tensor *w,
     switch (w->dtype) {
     case LLM_DTYPE_Q8_0:
         KSUFFIX(matmul_qpack_dt)(LLM_DTYPE_Q8_0, x, ldx, M, w, n0, n1, y, ldy,
+                                 scratch);
+        break;
+    case LLM_DTYPE_Q4_0:
+        KSUFFIX(matmul_qpack_dt)(LLM_DTYPE_Q4_0, x, ldx, M, w, n0, n1, y, ldy,
                                  scratch);
         break;
     case LLM_DTYPE_Q4_K:

@@ -19,6 +19,8 @@ llm_qpack_bytes(const llm_tensor *w)
     switch (w->dtype) {
     case LLM_DTYPE_Q8_0:
         return groups * (w->cols / LLM_QK) * sizeof(llm_qpack_q8_0);
+    case LLM_DTYPE_Q4_0:
+        return groups * (w->cols / LLM_QK) * sizeof(llm_qpack_q4_0);
     case LLM_DTYPE_Q4_K:
         return groups * (w->cols / LLM_QK_K) * sizeof(llm_qpack_q4_K);
     case LLM_DTYPE_Q6_K:
@@ -41,6 +43,28 @@ llm_qpack_q8_0_group(const llm_block_q8_0 *src, int nb, llm_qpack_q8_0 *p)
             p->d[r] = x->d;
             for (s = 0; s < 8; s++) {
                 memcpy(p->qs[s][r], x->qs + 4 * s, 4);
+            }
+        }
+    }
+}
+
+
+static void
+llm_qpack_q4_0_group(const llm_block_q4_0 *src, int nb, llm_qpack_q4_0 *p)
+{
+    int  b, r, s, i;
+
+    for (b = 0; b < nb; b++, p++) {
+        for (r = 0; r < LLM_QPACK_ROWS; r++) {
+            const llm_block_q4_0  *x = src + (size_t) r * nb + b;
+
+            p->d[r] = x->d;
+            /* input e: qs[e] & 15 (e < 16), qs[e - 16] >> 4 */
+            for (s = 0; s < 4; s++) {
+                for (i = 0; i < 4; i++) {
+                    p->qs[s][r][i] = (x->qs[4 * s + i] & 15)
+                                     | (x->qs[4 * s + i] >> 4) << 4;
+                }
             }
         }
     }
@@ -169,6 +193,10 @@ llm_qpack(const llm_tensor *w, void *dst)
         case LLM_DTYPE_Q8_0:
             llm_qpack_q8_0_group((const llm_block_q8_0 *) src, nb,
                                  (llm_qpack_q8_0 *) dst + (size_t) g * nb);
+            break;
+        case LLM_DTYPE_Q4_0:
+            llm_qpack_q4_0_group((const llm_block_q4_0 *) src, nb,
+                                 (llm_qpack_q4_0 *) dst + (size_t) g * nb);
             break;
         case LLM_DTYPE_Q4_K:
             llm_qpack_q4_K_group((const llm_block_q4_K *) src, nb,

@@ -14,6 +14,8 @@
  * of a sub-block is its inputs 4s..4s+3.
  *
  *   Q8_0: qs[s][r][i] = the quant of row r, input 4s+i.  544 bytes.
+ *   Q4_0: qs[s][r][i]: low nibble step s, high nibble step s+4 (s < 4).
+ *         288 bytes, as 16 row blocks.
  *   Q4_K: qs[j][s][r][i]: low nibble step s, high nibble step s+4 (s < 4);
  *         sc and m, the 6-bit scales and mins, one byte each.  2368 bytes
  *         (16 row blocks: 2304).
@@ -42,6 +44,11 @@ typedef struct {
 } llm_qpack_q8_0;
 
 typedef struct {
+    uint16_t  d[16];
+    uint8_t   qs[4][16][4];
+} llm_qpack_q4_0;
+
+typedef struct {
     uint16_t  d[16], dmin[16];
     uint8_t   sc[8][16], m[8][16];
     uint8_t   qs[8][4][16][4];
@@ -54,8 +61,8 @@ typedef struct {
     uint8_t   qh[8][2][16][4];
 } llm_qpack_q6_K;
 
-/* bytes of w packed; 0 when w has no packed form (Q8_0, Q4_K, Q6_K with
- * rows a multiple of 16) */
+/* bytes of w packed; 0 when w has no packed form (Q8_0, Q4_0, Q4_K, Q6_K
+ * with rows a multiple of 16) */
 size_t llm_qpack_bytes(const llm_tensor *w);
 /* w packed into dst (llm_qpack_bytes(w) bytes) */
 void llm_qpack(const llm_tensor *w, void *dst);
