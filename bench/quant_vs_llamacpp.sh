@@ -5,9 +5,10 @@
 # the same model's f32 GGUF quantized to T by its own llama_model_quantize
 # (t/ref/llama_quantize.c: a pure mixture, the same bits as ours, t/quant.t),
 # plus llama.cpp's Q4_K_M mixture, which both run from the same GGUF file
-# (ngx_llm's GGUF loader; Q6_K matrices among the Q4_K).  llama.cpp runs through
-# node-llama-cpp's prebuilt CPU libraries (bench/llama_prebuilt_bench.c);
-# the natively built llama-bench of cpu_vs_llamacpp.sh is not used here.
+# (ngx_llm's GGUF loader; Q6_K matrices among the Q4_K).  llama.cpp runs both
+# natively built (llama-bench of bench/build_llamacpp.sh, as in
+# cpu_vs_llamacpp.sh: prefill -p P, decode -n G -d P) and through
+# node-llama-cpp's prebuilt CPU libraries (bench/llama_prebuilt_bench.c).
 # The sides alternate, RUNS times; medians.  Decode is also given as a
 # fraction of the bandwidth limit: the bytes of weights a token reads
 # (every matrix but the embedding table) over the read bandwidth that
@@ -32,6 +33,7 @@ mkdir -p "$OUT"
 cp "$BUILD/llm" "$OUT/llm.qbench"
 LLM=$OUT/llm.qbench
 eval "$(t/ref/setup_llamacpp.sh "$BUILD/ref")"
+LLAMA_BENCH=$(bench/build_llamacpp.sh)      # natively built, ~9 min once
 export GGML_BACKEND_DIR
 LINK="-I$LLAMA_SRC/include -I$LLAMA_SRC/ggml/include -L$GGML_BACKEND_DIR \
       -l:libllama.v0.4.0.so -l:libggml.v0.4.0.so -l:libggml-base.so \
@@ -77,6 +79,10 @@ while [ $i -lt "$RUNS" ]; do
     for t in $TYPES q4_k_m; do
         printf '{"side":"llama.cpp-npm","type":"%s","result":%s}\n' "$t" \
             "$($QUIET "$OUT/llama_prebuilt_bench" "$OUT/llama3-357m-$t.gguf" "$PROMPT" "$GEN" "$THREADS" 1)" >> "$log"
+        printf '{"side":"llama.cpp","type":"%s","bench":%s}\n' "$t" \
+            "$($QUIET "$LLAMA_BENCH" -m "$OUT/llama3-357m-$t.gguf" -t "$THREADS" -r 1 -o jsonl -p "$PROMPT" -n 0 2>/dev/null)" >> "$log"
+        printf '{"side":"llama.cpp","type":"%s","bench":%s}\n' "$t" \
+            "$($QUIET "$LLAMA_BENCH" -m "$OUT/llama3-357m-$t.gguf" -t "$THREADS" -r 1 -o jsonl -p 0 -n "$GEN" -d "$PROMPT" 2>/dev/null)" >> "$log"
     done
 done
 $PY - "$log" "$model" <<'PY'
@@ -95,17 +101,21 @@ for r in runs:
         continue
     k = (r['side'], r['type'])
     med.setdefault(k, {'pp': [], 'tg': []})
+    if 'bench' in r:        # llama-bench: one record, prefill (n_prompt) or decode (n_gen)
+        med[k]['tg' if r['bench'].get('n_gen', 0) > 0 else 'pp'].append(r['bench']['avg_ts'])
+        continue
     med[k]['pp'].append(r['result']['prefill_tokens_per_s'])
     med[k]['tg'].append(r['result']['decode_tokens_per_s'])
 med = {k: {m: statistics.median(v) for m, v in d.items()} for k, d in med.items()}
 print(f'read bandwidth {bw:.1f} GB/s (median)')
-print('| type | prefill tok/s ngx_llm / llama.cpp | ratio | decode tok/s ngx_llm / llama.cpp | ratio | ngx_llm decode: GB/s of weights, % of the limit |')
+print('| type | prefill tok/s ngx_llm / llama.cpp native / prebuilt | ratio native (prebuilt) | decode tok/s ngx_llm / native / prebuilt | ratio native (prebuilt) | ngx_llm decode: GB/s of weights, % of the limit |')
 print('| --- | --- | --- | --- | --- | --- |')
 for t in ['bf16'] + [t for t in ('q8_0', 'q4_0', 'q4_k') if ('ngx_llm', t) in med] + ['q4_k_m']:
-    o, l = med.get(('ngx_llm', t)), med.get(('llama.cpp-npm', t))
-    fmt = lambda d, m: f"{d[m]:.1f}" if d else '-'
-    rat = lambda m: f"{o[m] / l[m]:.2f}x" if o and l else '-'
+    o, n, l = (med.get((s, t)) for s in ('ngx_llm', 'llama.cpp', 'llama.cpp-npm'))
+    fmt = lambda d, m: f"{d[m]:.1f}" if d and d[m] == d[m] else '-'
+    rat = lambda m, p: f"{o[m] / p[m]:.2f}x" if o and p and p[m] == p[m] else '-'
     gbs = f"{o['tg'] * mats * bpe[t] / 1e9:.1f} GB/s, {100 * o['tg'] * mats * bpe[t] / 1e9 / bw:.0f}%" if o and t in bpe else '-'
-    print(f"| {t} | {fmt(o, 'pp')} / {fmt(l, 'pp')} | {rat('pp')} | {fmt(o, 'tg')} / {fmt(l, 'tg')} | {rat('tg')} | {gbs} |")
+    print(f"| {t} | {fmt(o, 'pp')} / {fmt(n, 'pp')} / {fmt(l, 'pp')} | {rat('pp', n)} ({rat('pp', l)}) "
+          f"| {fmt(o, 'tg')} / {fmt(n, 'tg')} / {fmt(l, 'tg')} | {rat('tg', n)} ({rat('tg', l)}) | {gbs} |")
 print(json.dumps({str(k): v for k, v in med.items()}))
 PY
