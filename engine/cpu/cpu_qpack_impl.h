@@ -107,7 +107,7 @@ llm_qpack_steps(const int dt, const void *blk, int j, __m512i *u)
 
 /* Q6_K's scale of 16-input group h to int32 lanes */
 LLM_ALWAYS_INLINE __m512i
-_mm512_llm_sc16(const void *blk, int h)
+llm_qpack_sc16(const void *blk, int h)
 {
     return _mm512_cvtepi8_epi32(_mm_loadu_si128(
                (const __m128i *) ((const llm_qpack_q6_K *) blk)->sc[h]));
@@ -122,9 +122,7 @@ llm_qpack_sc(const int dt, const void *blk, int j, int half)
         return _mm512_cvtepu8_epi32(_mm_loadu_si128(
                    (const __m128i *) ((const llm_qpack_q4_K *) blk)->sc[j]));
     }
-    return _mm512_cvtepi8_epi32(_mm_loadu_si128(
-               (const __m128i *) ((const llm_qpack_q6_K *) blk)->sc[2 * j
-                                                                   + half]));
+    return llm_qpack_sc16(blk, 2 * j + half);
 }
 
 
@@ -145,8 +143,8 @@ llm_qpack_ksub(const int dt, __m512i sca, __m512i scb, __m512i lo, __m512i hi,
 
 /* A super-block's offset weights as int16 pairs for vpdpwssd, 16 rows per
  * vector: Q4_K's mins of sub-blocks 2q and 2q + 1 (4 vectors), Q6_K's
- * scales of the halves of sub-block j (8).  Returns how many. */
-LLM_ALWAYS_INLINE int
+ * scales of the halves of sub-block q (8) */
+LLM_ALWAYS_INLINE void
 llm_qpack_kpairs(const int dt, const void *blk, __m512i *pw)
 {
     int  q;
@@ -161,15 +159,14 @@ llm_qpack_kpairs(const int dt, const void *blk, __m512i *pw)
                         _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(
                             (const __m128i *) p->m[2 * q + 1])), 16));
         }
-        return 4;
+        return;
     }
     for (q = 0; q < 8; q++) {
         pw[q] = _mm512_or_si512(
-                    _mm512_and_si512(_mm512_llm_sc16(blk, 2 * q),
+                    _mm512_and_si512(llm_qpack_sc16(blk, 2 * q),
                                      _mm512_set1_epi32(0xFFFF)),
-                    _mm512_slli_epi32(_mm512_llm_sc16(blk, 2 * q + 1), 16));
+                    _mm512_slli_epi32(llm_qpack_sc16(blk, 2 * q + 1), 16));
     }
-    return 8;
 }
 
 
