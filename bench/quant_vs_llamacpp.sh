@@ -79,10 +79,13 @@ while [ $i -lt "$RUNS" ]; do
     for t in $TYPES q4_k_m; do
         printf '{"side":"llama.cpp-npm","type":"%s","result":%s}\n' "$t" \
             "$($QUIET "$OUT/llama_prebuilt_bench" "$OUT/llama3-357m-$t.gguf" "$PROMPT" "$GEN" "$THREADS" 1)" >> "$log"
-        printf '{"side":"llama.cpp","type":"%s","bench":%s}\n' "$t" \
-            "$($QUIET "$LLAMA_BENCH" -m "$OUT/llama3-357m-$t.gguf" -t "$THREADS" -r 1 -o jsonl -p "$PROMPT" -n 0 2>/dev/null)" >> "$log"
-        printf '{"side":"llama.cpp","type":"%s","bench":%s}\n' "$t" \
-            "$($QUIET "$LLAMA_BENCH" -m "$OUT/llama3-357m-$t.gguf" -t "$THREADS" -r 1 -o jsonl -p 0 -n "$GEN" -d "$PROMPT" 2>/dev/null)" >> "$log"
+        # (null where it fails: this VM's native build dies with SIGILL in ggml's
+        # AMX kernels on every block format, docs/performance.md)
+        for args in "-p $PROMPT -n 0" "-p 0 -n $GEN -d $PROMPT"; do
+            r=$($QUIET "$LLAMA_BENCH" -m "$OUT/llama3-357m-$t.gguf" -t "$THREADS" -r 1 -o jsonl \
+                $args 2>/dev/null) || r=
+            printf '{"side":"llama.cpp","type":"%s","bench":%s}\n' "$t" "${r:-null}" >> "$log"
+        done
     done
 done
 $PY - "$log" "$model" <<'PY'
@@ -102,11 +105,13 @@ for r in runs:
     k = (r['side'], r['type'])
     med.setdefault(k, {'pp': [], 'tg': []})
     if 'bench' in r:        # llama-bench: one record, prefill (n_prompt) or decode (n_gen)
-        med[k]['tg' if r['bench'].get('n_gen', 0) > 0 else 'pp'].append(r['bench']['avg_ts'])
+        if r['bench'] is not None:
+            med[k]['tg' if r['bench'].get('n_gen', 0) > 0 else 'pp'].append(r['bench']['avg_ts'])
         continue
     med[k]['pp'].append(r['result']['prefill_tokens_per_s'])
     med[k]['tg'].append(r['result']['decode_tokens_per_s'])
-med = {k: {m: statistics.median(v) for m, v in d.items()} for k, d in med.items()}
+med = {k: {m: statistics.median(v) if v else float('nan') for m, v in d.items()}
+       for k, d in med.items()}
 print(f'read bandwidth {bw:.1f} GB/s (median)')
 print('| type | prefill tok/s ngx_llm / llama.cpp native / prebuilt | ratio native (prebuilt) | decode tok/s ngx_llm / native / prebuilt | ratio native (prebuilt) | ngx_llm decode: GB/s of weights, % of the limit |')
 print('| --- | --- | --- | --- | --- | --- |')
