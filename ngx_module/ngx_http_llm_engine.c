@@ -283,6 +283,36 @@ ngx_http_llm_engine_old(ngx_http_llm_main_conf_t *lmcf,
 }
 
 
+/*
+ * Whether the engine of a generation retires (a reload changed its
+ * settings): it takes no new requests, which wait for the next one.
+ */
+
+ngx_uint_t
+ngx_http_llm_engine_retiring(ngx_uint_t generation)
+{
+    ngx_uint_t                 retiring;
+    ngx_http_llm_engine_sh_t  *sh;
+
+    if (ngx_http_llm_engine_zone == NULL
+        || ngx_http_llm_engine_zone->data == NULL)
+    {
+        return 0;
+    }
+
+    sh = ngx_http_llm_engine_zone->data;
+
+    ngx_shmtx_lock(ngx_http_llm_engine_mutex());
+
+    retiring = sh->generation == generation
+               && sh->state == NGX_HTTP_LLM_ENGINE_RETIRING;
+
+    ngx_shmtx_unlock(ngx_http_llm_engine_mutex());
+
+    return retiring;
+}
+
+
 /* why the engine of a generation is not there (after its socket closed) */
 
 void

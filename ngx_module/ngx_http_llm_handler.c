@@ -128,8 +128,12 @@ ngx_http_llm_body_handler(ngx_http_request_t *r)
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_module);
     ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
 
-    if (!ngx_http_llm_worker.ready) {
-        if (ngx_http_llm_worker.loading) {
+    if (!ngx_http_llm_worker.ready
+        || ngx_http_llm_engine_retiring(ngx_http_llm_worker.where.generation))
+    {
+        /* loading, or the engine retires after a reload that changed its
+         * settings: it would exit with the request; the next one takes it */
+        if (ngx_http_llm_worker.loading || ngx_http_llm_worker.ready) {
             ngx_http_llm_wait_for_model(r, ctx);
             return;
         }

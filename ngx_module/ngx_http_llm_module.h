@@ -470,6 +470,7 @@ ngx_int_t ngx_http_llm_engine_find(ngx_cycle_t *cycle,
     ngx_http_llm_main_conf_t *lmcf, ngx_http_llm_engine_where_t *where,
     ngx_msec_t *delay, char *err);
 void ngx_http_llm_engine_reason(ngx_uint_t generation, char *err);
+ngx_uint_t ngx_http_llm_engine_retiring(ngx_uint_t generation);
 ngx_int_t ngx_http_llm_engine_stats(llm_engine_stats *st);
 
 /* ngx_http_llm_handler.c */
