@@ -36,10 +36,8 @@
 #define LLM_ARCH_REQ_XCOMP_PERM  0x1023
 #define LLM_XFEATURE_XTILEDATA   18
 
-#ifndef LLM_QPACK_PF
-#define LLM_QPACK_PF             2   /* super-blocks (Q8_0: x4 blocks)
-                                        prefetched ahead by decode */
-#endif
+#define LLM_QPACK_PF             2   /* super-blocks (Q8_0, Q4_0: x4
+                                        blocks) prefetched ahead by decode */
 
 static int  llm_qpack_amx = -1;      /* -1 not asked yet, 0 no, 1 yes */
 
