@@ -13,8 +13,11 @@
 #     after their first words, its first choice is the corpus's next token
 #     at least FOLLOW_MIN of the time;
 #   * chat answers (greedy, and sampled with the model's default temperature
-#     and seeds) are printable text made mostly of words: at least WORDS_MIN of the words are in Debian's
-#     wamerican word list (/usr/share/dict/words);
+#     and seeds) are printable text made mostly of words: at least WORDS_MIN
+#     of the words are in Debian's wamerican word list (/usr/share/dict/words)
+#     or in the corpus (whose attributions name people the list lacks: CI
+#     once sampled one, "-- Vincent Sardi" and the like halve a short answer's
+#     share); a model that strings sub-words together fails either way;
 #   * it repeats a passage that its prompt quotes: teacher-forced, its first
 #     choice is the quote's next token at least COPY_MIN of the time.
 #
@@ -194,6 +197,7 @@ my %dict;
 {
     open my $dfh, '<', '/usr/share/dict/words' or die "/usr/share/dict/words: $! (wamerican)";
     while (my $w = <$dfh>) { chomp $w; $dict{lc $w} = 1 }
+    $dict{ lc $_ } = 1 for slurp("$M/corpus.txt") =~ /([A-Za-z]+(?:'[A-Za-z]+)?)/g;
 }
 
 sub word_share {
@@ -222,7 +226,7 @@ for my $c (@chats) {
     my $how = join ' ', map { "$_=$p->{$_}" } sort keys %$p;
     my ($share, $n) = word_share($a);
     ok($a =~ /\A[\x20-\x7e\n]+\z/, "'$q' ($how): printable text");
-    ok($n >= 3 && $share >= $WORDS_MIN,
+    ok($n >= 2 && $share >= $WORDS_MIN,     # (the corpus has "Chess tonight.")
        sprintf("'%s' (%s): %d words, %.0f%% in the word list (>= %.0f%%)",
                $q, $how, $n, 100 * $share, 100 * $WORDS_MIN))
         or diag("answer: $a");
