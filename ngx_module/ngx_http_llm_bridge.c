@@ -512,7 +512,11 @@ ngx_http_llm_client_read_handler(ngx_event_t *rev)
 
     if (rc != 0 && w->client) {
         ngx_http_llm_lost(w);
+        return;
     }
+
+    /* the answer to a retirement, if one came */
+    ngx_http_llm_flush(w);
 }
 
 
@@ -610,10 +614,12 @@ static void
 ngx_http_llm_lost(ngx_http_llm_worker_t *w)
 {
     char                 reason[LLM_ERR_LEN];
-    ngx_uint_t           i, n;
+    ngx_uint_t           i, n, retired;
     ngx_queue_t         *q;
     ngx_http_llm_ctx_t  *ctx;
     ngx_http_llm_seq_t  *seq;
+
+    retired = llm_client_retiring(w->client);
 
     ngx_http_llm_close_client(w);
 
@@ -649,7 +655,12 @@ ngx_http_llm_lost(ngx_http_llm_worker_t *w)
         }
     }
 
-    if (ngx_exiting || ngx_terminate || ngx_quit) {
+    if (retired && n == 0) {
+        ngx_log_error(NGX_LOG_NOTICE, w->cycle->log, 0,
+                      "llm: the engine process %P retired: new requests "
+                      "go to the next one", w->where.pid);
+
+    } else if (ngx_exiting || ngx_terminate || ngx_quit) {
         ngx_log_error(NGX_LOG_NOTICE, w->cycle->log, 0,
                       "llm: the engine process %P closed the connection "
                       "(%s), %ui requests in flight end", w->where.pid,
@@ -708,6 +719,29 @@ ngx_http_llm_engine_stop(ngx_cycle_t *cycle)
 
 
 /*
+ * Whether a request goes to the engine now: NGX_OK; NGX_AGAIN: it waits
+ * for the next engine (this worker's loads, or the engine retires after a
+ * reload that changed its settings -- it would exit with the request);
+ * NGX_DECLINED: none will serve it (503 with the reason).
+ */
+
+ngx_int_t
+ngx_http_llm_engine_accepts(void)
+{
+    ngx_http_llm_worker_t  *w = &ngx_http_llm_worker;
+
+    if (w->ready
+        && !llm_client_retiring(w->client)
+        && !ngx_http_llm_engine_retiring(w->where.generation))
+    {
+        return NGX_OK;
+    }
+
+    return (w->loading || w->ready) ? NGX_AGAIN : NGX_DECLINED;
+}
+
+
+/*
  * The answer while the engine does not serve: 503 with the reason.  Returns
  * what the handler passes to ngx_http_finalize_request().
  */
@@ -755,8 +789,8 @@ ngx_http_llm_engine_submit(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
     job = ctx->job;
     prompts = job->prompts.elts;
 
-    if (!w->ready) {
-        /* the engine stopped while the request was prepared */
+    if (!w->ready || llm_client_retiring(w->client)) {
+        /* ngx_http_llm_start() asked just before: never */
         return ngx_http_llm_engine_unavailable(r);
     }
 

@@ -24,7 +24,12 @@
  *                                listen, fork, fork)  ->  llm_engine_create()
  *                                                         READY, serve
  *                                other settings:
- *                                RETIRING, wait       <-  exits when idle
+ *                                RETIRING, wait       ->  closes its listener,
+ *                                                         tells each worker
+ *                                                         "submit no more"
+ *   (llm_client_retiring: new                         <-  exits when each has
+ *   requests wait, answers)                               answered and its
+ *                                                         requests are done
  */
 
 
@@ -47,6 +52,8 @@
 #define NGX_HTTP_LLM_BACKOFF_MAX        30.0
 #define NGX_HTTP_LLM_BACKOFF_RESET      60.0    /* ran this long: a fresh start */
 #define NGX_HTTP_LLM_STATS_INTERVAL     0.05
+#define NGX_HTTP_LLM_RETIRE_WAIT        10.0    /* s, for the workers'
+                                                   answers */
 
 
 typedef struct {
@@ -629,6 +636,7 @@ ngx_http_llm_engine_process(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf,
 {
     int                        pidfd, i, stop;
     char                       err[LLM_ERR_LEN];
+    double                     retired;
     sigset_t                   set;
     llm_server                *s;
     llm_engine                *e;
@@ -731,6 +739,7 @@ ngx_http_llm_engine_process(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf,
     llm_server_attach(s, e, lfd);
 
     stop = 0;
+    retired = 0;
 
     while (!stop) {
         if (llm_server_poll(s, 50, pidfd)) {
@@ -744,9 +753,27 @@ ngx_http_llm_engine_process(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf,
         if (sh->generation != generation
             || sh->state == NGX_HTTP_LLM_ENGINE_RETIRING)
         {
-            /* retiring: no new clients, exit once the requests are done */
-            llm_server_close_listener(s);
-            stop = (llm_server_requests(s) == 0);
+            /* retiring: no new clients, every worker told to submit no
+             * more; exit once each has answered (whatever it sent before
+             * is in) and the requests are done */
+            if (retired == 0) {
+                retired = llm_now();
+                llm_server_retire(s);
+            }
+
+            stop = llm_server_retired(s);
+
+            if (!stop && llm_server_requests(s) == 0
+                && llm_now() - retired > NGX_HTTP_LLM_RETIRE_WAIT)
+            {
+                ngx_time_update();
+                ngx_log_error(NGX_LOG_WARN, cycle->log, 0,
+                              "llm: %d workers did not answer the engine's "
+                              "retirement in %d s: it exits anyway",
+                              llm_server_clients(s),
+                              (int) NGX_HTTP_LLM_RETIRE_WAIT);
+                stop = 1;
+            }
         }
     }
 

@@ -15,8 +15,10 @@
  *   cleanup        runs however the request ends (client abort included)
  *                  and cancels the engine's work at once
  *
- * A request that arrives while the worker still loads the model waits in
- * the worker's waiting queue until the load ends (ngx_http_llm_wake_waiting).
+ * A request that arrives while the worker still loads the model, or while
+ * the engine retires after a reload that changed its settings, waits in
+ * the worker's waiting queue for the next engine (ngx_http_llm_wake_waiting);
+ * one that was being prepared then waits prepared.
  *
  * A non-cancelable timer ("guard") is armed from the body's arrival to the
  * end: a worker that quits or reloads gracefully waits for timers, so every
@@ -128,16 +130,13 @@ ngx_http_llm_body_handler(ngx_http_request_t *r)
     lmcf = ngx_http_get_module_main_conf(r, ngx_http_llm_module);
     ctx = ngx_http_get_module_ctx(r, ngx_http_llm_module);
 
-    if (!ngx_http_llm_worker.ready
-        || ngx_http_llm_engine_retiring(ngx_http_llm_worker.where.generation))
-    {
-        /* loading, or the engine retires after a reload that changed its
-         * settings: it would exit with the request; the next one takes it */
-        if (ngx_http_llm_worker.loading || ngx_http_llm_worker.ready) {
-            ngx_http_llm_wait_for_model(r, ctx);
-            return;
-        }
+    switch (ngx_http_llm_engine_accepts()) {
 
+    case NGX_AGAIN:
+        ngx_http_llm_wait_for_model(r, ctx);
+        return;
+
+    case NGX_DECLINED:
         ngx_http_finalize_request(r, ngx_http_llm_engine_unavailable(r));
         return;
     }
@@ -242,8 +241,15 @@ ngx_http_llm_wait_for_model(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
     cln->handler = ngx_http_llm_wait_cleanup;
     cln->data = ctx;
 
-    ctx->arrival = llm_now();
-    ctx->waited = ctx->arrival;        /* its queue time starts here */
+    /* its queue time starts at its first wait */
+    if (ctx->waited == 0) {
+        ctx->waited = llm_now();
+    }
+
+    if (ctx->arrival == 0) {
+        ctx->arrival = ctx->waited;
+    }
+
     ctx->waiting = 1;
     ngx_queue_insert_tail(&ngx_http_llm_worker.waiting, &ctx->wait);
 
@@ -276,13 +282,23 @@ ngx_http_llm_wait_cleanup(void *data)
 void
 ngx_http_llm_wake_waiting(void)
 {
-    ngx_queue_t         *q;
+    ngx_queue_t          woken, *q;
     ngx_connection_t    *c;
     ngx_http_request_t  *r;
     ngx_http_llm_ctx_t  *ctx;
 
-    while (!ngx_queue_empty(&ngx_http_llm_worker.waiting)) {
-        q = ngx_queue_head(&ngx_http_llm_worker.waiting);
+    if (ngx_queue_empty(&ngx_http_llm_worker.waiting)) {
+        return;
+    }
+
+    /* those waiting now: one that must wait again (the engine retires
+     * already) waits for the next wake */
+    ngx_queue_init(&woken);
+    ngx_queue_add(&woken, &ngx_http_llm_worker.waiting);
+    ngx_queue_init(&ngx_http_llm_worker.waiting);
+
+    while (!ngx_queue_empty(&woken)) {
+        q = ngx_queue_head(&woken);
         ngx_queue_remove(q);
 
         ctx = ngx_queue_data(q, ngx_http_llm_ctx_t, wait);
@@ -292,8 +308,14 @@ ngx_http_llm_wake_waiting(void)
         c = r->connection;
         ngx_http_set_log_request(c->log, r);
 
-        /* the engine, or the reason why the load failed */
-        ngx_http_llm_body_handler(r);
+        /* the engine, or the reason why the load failed; a request
+         * prepared before it waited goes on prepared */
+        if (ctx->job) {
+            ngx_http_llm_start(r);
+
+        } else {
+            ngx_http_llm_body_handler(r);
+        }
 
         ngx_http_run_posted_requests(c);
     }
@@ -448,7 +470,21 @@ ngx_http_llm_start(ngx_http_request_t *r)
                                      job->err_param, "%s", job->err);
 
     } else {
-        rc = ctx->route->start(r, ctx);
+        /* the engine may have begun to retire (or stopped) while the
+         * request was prepared: it waits, prepared, for the next one */
+        switch (ngx_http_llm_engine_accepts()) {
+
+        case NGX_AGAIN:
+            ngx_http_llm_wait_for_model(r, ctx);
+            return;
+
+        case NGX_DECLINED:
+            rc = ngx_http_llm_engine_unavailable(r);
+            break;
+
+        default:
+            rc = ctx->route->start(r, ctx);
+        }
     }
 
     if (rc != NGX_DONE) {

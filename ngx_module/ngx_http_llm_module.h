@@ -453,6 +453,7 @@ void ngx_http_llm_preload(ngx_conf_t *cf, ngx_http_llm_main_conf_t *lmcf);
 ngx_int_t ngx_http_llm_engine_start(ngx_cycle_t *cycle,
     ngx_http_llm_main_conf_t *lmcf);
 void ngx_http_llm_engine_stop(ngx_cycle_t *cycle);
+ngx_int_t ngx_http_llm_engine_accepts(void);
 ngx_int_t ngx_http_llm_engine_unavailable(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_engine_lost_error(ngx_http_request_t *r);
 ngx_int_t ngx_http_llm_engine_submit(ngx_http_request_t *r,

@@ -288,6 +288,9 @@ sleep 0.05 while loads($t) < 2 && time < $deadline;
 is(loads($t), 2, 'a second model load: the settings changed');
 like($t->error_log, qr/the engine settings changed: the engine process $engine retires/,
      'the old engine retires');
+like($t->error_log, qr/the engine process $engine retired: new requests go to the next one/,
+     'it told the workers, which answered before it exited (nothing they sent '
+     . 'was lost with it)');
 $res = bg_done($h)->{results} // [];
 is(scalar(grep { $_->{status} == 200 && $_->{done} && !$_->{error} } @$res),
    6, 'the streams that ran on the old engine completed');

@@ -659,7 +659,7 @@ double llm_now(void);                    /* CLOCK_MONOTONIC seconds */
  * Neither end blocks: sockets are non-blocking, what cannot be written
  * yet is buffered.
  */
-#define LLM_WIRE_VERSION 2
+#define LLM_WIRE_VERSION 3
 
 typedef struct llm_server  llm_server;
 typedef struct llm_client  llm_client;
@@ -686,6 +686,13 @@ void llm_server_on_stats(llm_server *s, double interval,
     void (*fn)(const llm_engine_stats *st, void *data), void *data);
 /* Stops accepting clients (a retiring engine). */
 void llm_server_close_listener(llm_server *s);
+/* Retiring: stops accepting clients and tells each one to submit no more;
+ * a client answers once it has read that, after whatever it submitted
+ * before (the socket keeps the order), so nothing it sent is lost.
+ * llm_server_retired(): every client has answered or gone and no request
+ * is in flight -- the server may stop. */
+void llm_server_retire(llm_server *s);
+int llm_server_retired(const llm_server *s);
 int llm_server_clients(const llm_server *s);
 int llm_server_requests(const llm_server *s);   /* in flight */
 /* Closes every client and frees the server (not the engine). */
@@ -708,6 +715,9 @@ const char *llm_client_device_reason(const llm_client *c);
 uint64_t llm_client_submit(llm_client *c, const int32_t *prompt,
     int n_prompt, const llm_sampling_params *p, double arrival,
     double queued, uint64_t leader, void *req_data);
+/* The server retires (llm_server_retire()): submit nothing more to it;
+ * what was submitted runs to its end, then the server closes. */
+int llm_client_retiring(const llm_client *c);
 /* Cancels h, billed n_billed tokens (what arrived); no output comes for
  * it after this call. */
 void llm_client_cancel(llm_client *c, uint64_t h, int n_billed);
@@ -721,7 +731,8 @@ typedef void (*llm_client_fn)(void *req_data, uint64_t h,
     const llm_output *out, void *data);
 /* Reads what arrived and calls fn for each output of a request not
  * forgotten: 0, or -1 once the server is gone (EOF or an error; every
- * request in flight is lost). */
+ * request in flight is lost).  It may queue an answer (to a retirement):
+ * flush after it. */
 int llm_client_read(llm_client *c, llm_client_fn fn, void *data);
 
 #endif /* LLM_H */

@@ -18,6 +18,7 @@ struct llm_client {
     llm_htab     reqs;          /* handle -> the caller's data */
     uint64_t     next;          /* the last handle given */
     int          ready;
+    int          retiring;      /* the server said so; answered */
     int          max_model_len;
     char        *device;
     char        *device_reason;
@@ -66,6 +67,13 @@ int
 llm_client_ready(const llm_client *c)
 {
     return c->ready;
+}
+
+
+int
+llm_client_retiring(const llm_client *c)
+{
+    return c->retiring;
 }
 
 
@@ -205,6 +213,15 @@ llm_client_read(llm_client *c, llm_client_fn fn, void *data)
         case LLM_MSG_HELLO:
             if (llm_client_hello(c, &r) != 0) {
                 return -1;
+            }
+            break;
+        case LLM_MSG_RETIRE:
+            if (!c->retiring) {
+                /* after everything submitted so far: the server sees the
+                 * answer behind them */
+                c->retiring = 1;
+                llm_wbuf_end(&c->out, llm_wbuf_begin(&c->out,
+                                                     LLM_MSG_RETIRE));
             }
             break;
         case LLM_MSG_OUTPUT:

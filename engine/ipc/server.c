@@ -36,6 +36,7 @@ struct llm_sconn {
     llm_wbuf     out;
     llm_htab     reqs;          /* handle -> llm_sreq */
     int          hello;         /* the hello is queued */
+    int          retire;        /* 1: told to submit no more, 2: answered */
     int          dead;
 };
 
@@ -194,6 +195,42 @@ llm_server_close_listener(llm_server *s)
 }
 
 
+void
+llm_server_retire(llm_server *s)
+{
+    llm_sconn  *c;
+    size_t      f;
+    int         i;
+
+    llm_server_close_listener(s);
+    for (i = 0; i < s->n_conns; i++) {
+        c = s->conns[i];
+        if (c->retire == 0) {
+            c->retire = 1;
+            f = llm_wbuf_begin(&c->out, LLM_MSG_RETIRE);
+            llm_wbuf_end(&c->out, f);
+        }
+    }
+}
+
+
+int
+llm_server_retired(const llm_server *s)
+{
+    int  i;
+
+    if (s->n_reqs > 0) {
+        return 0;
+    }
+    for (i = 0; i < s->n_conns; i++) {
+        if (s->conns[i]->retire != 2) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+
 int
 llm_server_clients(const llm_server *s)
 {
@@ -287,6 +324,12 @@ llm_server_submit(llm_server *s, llm_sconn *c, llm_wread *r)
         free(strs);
         return -1;
     }
+    if (c->retire == 2) {
+        /* after its answer to the retirement: a client's mistake */
+        free(strs);
+        llm_server_refuse(c, handle, (int) n);
+        return 0;
+    }
     err[0] = '\0';
     lr = llm_request_create(s->e, prompt, (int) n, &p, err);
     free(strs);
@@ -356,6 +399,12 @@ llm_sconn_frames(llm_server *s, llm_sconn *c)
             if (q) {
                 llm_engine_set_paused(s->e, q->r, v);
             }
+            break;
+        case LLM_MSG_RETIRE:
+            if (c->retire != 1) {
+                return -1;      /* an answer to nothing */
+            }
+            c->retire = 2;
             break;
         default:
             return -1;

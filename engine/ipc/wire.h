@@ -25,7 +25,9 @@ enum {
                                the prompt, the sampling parameters */
     LLM_MSG_CANCEL,         /* client: u64 handle, i32 billed */
     LLM_MSG_PAUSE,          /* client: u64 handle, i32 paused */
-    LLM_MSG_OUTPUT          /* server: u64 handle, one llm_output */
+    LLM_MSG_OUTPUT,         /* server: u64 handle, one llm_output */
+    LLM_MSG_RETIRE          /* server: submit no more; client: none will
+                               come (the answer) */
 };
 
 #define LLM_WIRE_MAX_FRAME  ((uint32_t) 1 << 30)

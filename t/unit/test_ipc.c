@@ -3,8 +3,10 @@
  * engine served by llm_server on a thread, clients over unix sockets.
  * Greedy outputs through the wire equal the engine's own (text, ids,
  * logprob records, stop strings, prompt logprobs, parallel samples);
- * cancel (billed at what arrived), pause and resume, and the death of
- * either end.
+ * cancel (billed at what arrived), pause and resume, the death of either
+ * end, and a retiring server: a request sent after the server retired but
+ * before its client read so is served, and the server stops only once
+ * every client has answered.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -43,6 +45,9 @@ typedef struct {
 static char              model_dir[256];
 static char              sock_name[108];
 static volatile int      server_stop;
+static volatile int      server_retire;     /* retire, stop when retired */
+static volatile int      server_retiring;   /* it told its clients */
+static volatile int      server_exited;
 static pthread_mutex_t   st_mu = PTHREAD_MUTEX_INITIALIZER;
 static llm_engine_stats  st_last;
 static int               st_published;
@@ -195,10 +200,44 @@ server_main(void *arg)
     llm_server_attach(s, e, lfd);
     while (!server_stop) {
         llm_server_poll(s, 20, -1);
+        if (server_retire) {
+            llm_server_retire(s);
+            server_retiring = 1;
+            if (llm_server_retired(s)) {
+                break;
+            }
+        }
     }
+    server_exited = 1;
     llm_server_free(s);
     llm_engine_destroy(e);
     return NULL;
+}
+
+
+/* a server thread on the abstract socket sock_name */
+static void
+start_server(pthread_t *tid, int *lfd)
+{
+    struct sockaddr_un  sa;
+    socklen_t           sl;
+
+    *lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path, sock_name, sizeof(sa.sun_path));
+    sl = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(sock_name + 1);
+    if (bind(*lfd, (struct sockaddr *) &sa, sl) != 0
+        || listen(*lfd, 16) != 0)
+    {
+        perror("bind");
+        exit(1);
+    }
+    server_stop = 0;
+    server_retire = 0;
+    server_retiring = 0;
+    server_exited = 0;
+    pthread_create(tid, NULL, server_main, lfd);
 }
 
 
@@ -289,8 +328,6 @@ main(void)
 {
     char                 err[LLM_ERR_LEN], tmpl[] = "/tmp/llm-test-ipc-XXXXXX";
     char                 cmd[300];
-    struct sockaddr_un   sa;
-    socklen_t            sl;
     llm_engine_config    cfg = { 0 };
     llm_engine_stats     st0, st;
     llm_sampling_params  p;
@@ -366,16 +403,7 @@ main(void)
     /* the server on an abstract socket */
     snprintf(sock_name + 1, sizeof(sock_name) - 1, "llm-test-ipc-%d",
              (int) getpid());
-    lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    memcpy(sa.sun_path, sock_name, sizeof(sa.sun_path));
-    sl = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(sock_name + 1);
-    if (bind(lfd, (struct sockaddr *) &sa, sl) != 0 || listen(lfd, 16) != 0) {
-        perror("bind");
-        return 1;
-    }
-    pthread_create(&tid, NULL, server_main, &lfd);
+    start_server(&tid, &lfd);
 
     /* a client connects while the model loads and waits for the hello */
     c = connect_client();
@@ -540,6 +568,59 @@ main(void)
     }
     tap_ok(rc == -1 && !res.done, "the server gone: the client reads -1");
     llm_client_free(c);
+
+    /*
+     * A retiring server (a reload changed the engine's settings): it tells
+     * its clients to submit no more.  A request one sent before it read
+     * that is still served, and the server stops only once every client
+     * has answered -- so nothing a worker sends is lost with the engine.
+     */
+    start_server(&tid, &lfd);
+    c = connect_client();
+    c2 = connect_client();
+    for (i = 0; i < 500 && !(llm_client_ready(c) && llm_client_ready(c2));
+         i++)
+    {
+        client_turn(c, 10, &n_done);
+        client_turn(c2, 10, &n_done);
+    }
+    server_retire = 1;
+    for (i = 0; i < 500 && !server_retiring; i++) {
+        usleep(10000);
+    }
+    usleep(200000);
+    tap_ok(server_retiring && !server_exited && !llm_client_retiring(c),
+           "retiring, nothing in flight: the server waits for its clients' "
+           "answers");
+    memset(&res, 0, sizeof(res));
+    params_of(3, m, &p);
+    (void) llm_client_submit(c, prompt[3], 11, &p, llm_now(), 0, 0, &res);
+    n_done = 0;
+    for (i = 0; i < 1000 && !res.done; i++) {
+        client_turn(c, 20, &n_done);
+    }
+    tap_ok(res.done && llm_client_retiring(c)
+           && res.n_ids == direct[3].n_ids
+           && memcmp(res.ids, direct[3].ids,
+                     sizeof(int32_t) * res.n_ids) == 0,
+           "a request sent before its client read the retirement is served "
+           "(%d tokens), and the client learns it retires", res.n_ids);
+    usleep(100000);
+    tap_ok(!server_exited, "a client that has not answered keeps the server");
+    rc = 0;
+    for (i = 0; i < 100 && rc == 0; i++) {
+        rc = client_turn(c2, 20, &n_done);
+    }
+    tap_ok(rc == -1 && llm_client_retiring(c2) && server_exited,
+           "its answer sent, the server stops and its clients read -1");
+    rc = 0;
+    for (i = 0; i < 100 && rc == 0; i++) {
+        rc = client_turn(c, 20, &n_done);
+    }
+    tap_ok(rc == -1, "so does the first client");
+    pthread_join(tid, NULL);
+    llm_client_free(c);
+    llm_client_free(c2);
     tap_ok(st_published > 0, "the server published its stats (%d times)",
            st_published);
 
