@@ -2,8 +2,8 @@
 /*
  * ngx_http_llm_billing.c -- billing across a router tier.
  *
- * A node puts its billing record on a non-streamed chat or completions
- * response, in the header "LLM-Billing": the id, the counts, the finish
+ * A node puts its billing record on a non-streamed chat, completions or
+ * Responses response, in the header "LLM-Billing": the id, the counts, the finish
  * reason and the four timestamps the metrics come from (seconds on the
  * node's clock, exact as %.17g), the model last.  A router
  * (llm_router_model) reads it back into a ctx of its own request, so its
@@ -99,7 +99,8 @@ ngx_http_llm_billing_wanted(ngx_http_request_t *r)
 
 
 /* the node: the record as a stream's last event, an SSE comment after
- * [DONE] (clients ignore comments; a router takes it out) */
+ * [DONE] or a Responses stream's last event (clients ignore comments; a
+ * router takes it out) */
 
 void
 ngx_http_llm_billing_event(ngx_http_llm_json_t *j, ngx_http_llm_ctx_t *ctx)

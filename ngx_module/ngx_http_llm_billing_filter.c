@@ -5,7 +5,8 @@
  * proxied stream.
  *
  * A node asked for it ("LLM-Billing: stream" in the proxied request) ends
- * a chat or completions stream with an SSE comment after [DONE],
+ * a stream with an SSE comment after its last event ([DONE], or a
+ * Responses stream's response.completed or error),
  * "\n: llm-billing id=... \n\n" (ngx_http_llm_billing.c).  This body
  * filter passes everything before the comment as it comes, holding back
  * only the bytes at a buffer's end that may begin it, keeps the comment

@@ -98,6 +98,10 @@ ngx_http_llm_responses_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
         ngx_http_llm_json_lit(j, ",\"param\":null");
         ngx_http_llm_responses_event_end(j, ctx, "error");
 
+        if (ctx->billing) {
+            ngx_http_llm_billing_event(j, ctx);
+        }
+
         return j->failed ? NGX_ERROR : NGX_OK;
     }
 
@@ -148,6 +152,10 @@ ngx_http_llm_responses_chunk(ngx_http_llm_ctx_t *ctx, ngx_http_llm_json_t *j)
     }
 
     ngx_http_llm_responses_event_end(j, ctx, "response.completed");
+
+    if (ctx->billing) {
+        ngx_http_llm_billing_event(j, ctx);
+    }
 
     return j->failed ? NGX_ERROR : NGX_OK;
 }

@@ -315,19 +315,6 @@ is_deeply($after, $before, 'the node is back: every tenant is where it was');
 # billing across the tiers: the front's access-log line of a request is
 # the node's (the harness's billing format on both: id, counts, times)
 
-sub node_line {
-    my ($id) = @_;
-    my $deadline = time + 10;
-    while (time < $deadline) {
-        for my $i (0 .. 2) {
-            my $l = $f->node($i)->wait_log_line(qr/ id=\Q$id\E /, 0.01);
-            return $l if defined $l;
-        }
-        sleep 0.05;
-    }
-    return undef;
-}
-
 for my $k (1 .. 6) {
     my $r = $front->post('/v1/chat/completions', {
         messages => [ { role => 'system', content => $systems[$k] },
@@ -336,7 +323,7 @@ for my $k (1 .. 6) {
     is($r->{status}, 200, "billed request $k: 200");
     my $id = $r->{json}{id};
     my $at_front = $front->wait_log_line(qr/ id=\Q$id\E /);
-    my $at_node = node_line($id);
+    my $at_node = $f->node_line($id);
     like($at_front // '', qr/completion=${\($r->{json}{usage}{completion_tokens})} /,
          "billed request $k: the front logs the node's counts");
     is($at_front, $at_node, "billed request $k: the front's line is the "
@@ -360,7 +347,7 @@ for my $k (1 .. 4) {
     like($r->{content}, qr/\n\ndata: \[DONE\]\n\n\z/,
          "billed stream $k: it ends with [DONE]");
     my $at_front = $front->wait_log_line(qr/ id=\Q$id\E /);
-    my $at_node = node_line($id);
+    my $at_node = $f->node_line($id);
     like($at_front // '',
          qr/completion=$usage->{usage}{completion_tokens} /,
          "billed stream $k: the front logs the node's counts");

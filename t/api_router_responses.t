@@ -12,7 +12,10 @@
 #   (input_tokens_details.cached_tokens): the front's key is the node's;
 # - input as a string or as message items, the same prompt, the same key;
 # - a request that continues a stored response (previous_response_id) or
-#   that the node refuses has no key, and the node answers it.
+#   that the node refuses has no key, and the node answers it;
+# - billing: the front's access-log line of a Responses request, a body's
+#   and a stream's, is the node's (the record in a header, or as a comment
+#   after the stream's last event that the front takes out).
 
 use strict;
 use warnings;
@@ -184,6 +187,26 @@ like($st->{content}, qr/event: response\.completed\n.*\n\n\z/,
     or diag(substr($st->{content}, -300));
 is(route_of('s-stream')->[3], route_of('t2-r1')->[3],
    '... keyed as tenant 2\'s other requests');
+
+# billing across the tiers, as for chat (t/api_router.t): the front's
+# access-log line of a Responses request is the node's, a body's record in
+# its header, a stream's as a comment after its last event that the front
+# takes out
+my $id_body = $rs->{json}{id};
+my $at_front = $front->wait_log_line(qr/ id=\Q$id_body\E /);
+like($at_front // '', qr/ prompt=$u->{input_tokens} .*completion=$u->{output_tokens} /,
+     'a Responses body: the front logs the node\'s counts');
+is($at_front, $f->node_line($id_body), '... its line is the node\'s');
+
+my ($done) = $st->{content} =~ /event: response\.completed\ndata: ([^\n]+)\n/;
+my $sr = NginxLLM::json()->decode($done // '{}')->{response} // {};
+my ($id_stream, $su) = ($sr->{id}, $sr->{usage} // {});
+unlike($st->{content}, qr/llm-billing/, 'a Responses stream: no record '
+                                        . 'reaches the client');
+$at_front = $front->wait_log_line(qr/ id=\Q${\($id_stream \/\/ 'none')}\E /);
+like($at_front // '', qr/ completion=$su->{output_tokens} /,
+     '... the front logs the node\'s counts');
+is($at_front, $f->node_line($id_stream // 'none'), '... its line is the node\'s');
 
 $front->done;
 $f->node($_)->done for 0 .. 2;

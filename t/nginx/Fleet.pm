@@ -94,6 +94,21 @@ sub start_nodes {
 }
 
 sub node { $_[0]{node}[$_[1]]{t} }
+
+# the access-log line (the harness's billing format) of the request with
+# this id, from whichever node served it
+sub node_line {
+    my ($self, $id) = @_;
+    my $deadline = time + 10;
+    while (time < $deadline) {
+        for my $i (0 .. $self->{nodes} - 1) {
+            my $l = $self->node($i)->wait_log_line(qr/ id=\Q$id\E /, 0.01);
+            return $l if defined $l;
+        }
+        sleep 0.05;
+    }
+    return undef;
+}
 sub addrs { map { "$_->{addr}:8000" } @{ $_[0]{node} } }
 
 # the front: llm_router_model, an upstream of the nodes with the given
