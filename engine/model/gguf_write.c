@@ -146,11 +146,33 @@ llm_gguf_w_key(llm_gguf_writer *w, const char *key, size_t len,
 }
 
 
+/* general.alignment sets the writer's: a u32 power of two, as gguf.c
+ * reads it */
+static void
+llm_gguf_w_alignment(llm_gguf_writer *w, llm_gguf_type type, const void *v)
+{
+    uint32_t  a = 0;
+
+    if (type == LLM_GGUF_U32) {
+        memcpy(&a, v, 4);
+    }
+    if (a == 0 || (a & (a - 1)) != 0) {
+        llm_gguf_w_mistake(w, "%s must be a power of two (u32)",
+                           "general.alignment");
+    } else {
+        w->alignment = a;
+    }
+}
+
+
 void
 llm_gguf_put_u32(llm_gguf_writer *w, const char *key, uint32_t v)
 {
     if (llm_gguf_w_key(w, key, strlen(key), LLM_GGUF_U32) == 0) {
         llm_gguf_w_put(w, &v, 4);
+        if (strcmp(key, "general.alignment") == 0) {
+            llm_gguf_w_alignment(w, LLM_GGUF_U32, &v);
+        }
     }
 }
 
@@ -245,17 +267,7 @@ llm_gguf_put_kv(llm_gguf_writer *w, const llm_gguf_kv *kv)
     }
     if (kv->key.len == 17 && memcmp(kv->key.p, "general.alignment", 17) == 0)
     {
-        uint32_t  a = 0;
-
-        if (kv->type == LLM_GGUF_U32) {
-            memcpy(&a, kv->data, 4);
-        }
-        if (a == 0 || (a & (a - 1)) != 0) {
-            llm_gguf_w_mistake(w, "%s must be a power of two (u32)",
-                               "general.alignment");
-        } else {
-            w->alignment = a;
-        }
+        llm_gguf_w_alignment(w, kv->type, kv->data);
     }
 }
 
