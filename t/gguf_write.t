@@ -20,7 +20,8 @@ Qwen3, a Qwen2 with biases; 2 layers) and a Mistral (SentencePiece tokenizer, f1
   * llama.cpp loads our file and its logits equal its logits on its own file bit for bit;
   * the tokenizer embedded in our file gives Hugging Face's ids on the tokenizer corpus
     (npm tokenizers on the original tokenizer.json), with and without special tokens;
-  * from a GGUF file (the f32 one): our Q8_0 file equals llama.cpp's quantizer's, embedding F32;
+  * from a GGUF file: our Q8_0 file of the f32 one equals llama.cpp's quantizer's (embedding
+    F32), and our f32 file of our Q8_0 one equals llama.cpp's dequantization of it;
   * `make-model --quantize T` writes the file `llm quantize` writes;
   * bad inputs (an unknown type, rows not a whole number of blocks, an already quantized source,
     an unwritable path, an --out not named .gguf, a missing model, an unknown option) fail with
@@ -261,6 +262,13 @@ def main():
             if ok(p.returncode == 0, 'llama.cpp quantized the f32 file, embedding F32',
                   p.stderr.strip()[-800:]) and quantize(f32, 'q8_0', ours):
                 check_same_file(f'{name} q8_0 from the f32 GGUF', ours, ref)
+            # and back: our Q8_0 file dequantized, against ggml's to_float
+            ours = os.path.join(tmp, 'dequantized.gguf')
+            ref = os.path.join(tmp, 'dequantized-llama.gguf')
+            p = run([lc['LLAMA_QUANTIZE'], q8, ref, 'f32', '2'], env=lc['env'])
+            if ok(p.returncode == 0, 'llama.cpp dequantized our Q8_0 file',
+                  p.stderr.strip()[-800:]) and quantize(q8, 'f32', ours):
+                check_same_file(f'{name} f32 from our Q8_0 file', ours, ref)
             p = run([LLM, 'make-model', '--tokenizer', TOKENIZERS[tok], '--out', d] +
                     opts.split() + ['--quantize', 'q4_0'])
             mm = os.path.join(d, 'model-q4_0.gguf')

@@ -136,14 +136,15 @@ llm_gguf_put_hparams(llm_gguf_writer *w, const llm_model *m, uint32_t ftype)
 }
 
 
-/* a GGUF source's pairs, less those that describe the old file */
+/* a GGUF source's pairs, less those that describe the old file's layout
+ * (general.quantization_version stays, as llama.cpp's quantizer keeps
+ * it) */
 static void
 llm_gguf_put_source_kvs(llm_gguf_writer *w, const llm_gguf *g,
     uint32_t ftype)
 {
     static const char *const  drop[] = {
-        "general.file_type", "general.quantization_version",
-        "general.alignment", NULL
+        "general.file_type", "general.alignment", NULL
     };
     uint64_t  i;
     int       d;
@@ -285,15 +286,25 @@ llm_wt_data(llm_gguf_writer *w, const llm_wtensor *x, float *row, char *buf,
 }
 
 
-static uint32_t
-llm_gguf_ftype(const llm_model *m, llm_dtype ftype)
+/* the file's type: the float type converted to, else the matrices'
+ * block format, else their stored type */
+static llm_dtype
+llm_gguf_file_dtype(const llm_model *m, llm_dtype ftype)
 {
     llm_dtype  t = llm_model_block_format(m);
-    size_t     i;
 
-    if (t == LLM_DTYPE_COUNT) {
-        t = ftype != LLM_DTYPE_COUNT ? ftype : m->weights.layers[0].wq.dtype;
+    if (ftype != LLM_DTYPE_COUNT && !llm_dtype_is_quantized(ftype)) {
+        return ftype;
     }
+    return t != LLM_DTYPE_COUNT ? t : m->weights.layers[0].wq.dtype;
+}
+
+
+static uint32_t
+llm_gguf_ftype(llm_dtype t)
+{
+    size_t  i;
+
     for (i = 0; i < sizeof(llm_ftypes) / sizeof(llm_ftypes[0]); i++) {
         if (llm_ftypes[i].t == t) {
             return llm_ftypes[i].ftype;
@@ -308,9 +319,10 @@ static int
 llm_gguf_describe(llm_gguf_writer *w, const llm_model *m, llm_wtensor *v,
     int n, llm_dtype ftype, char *err)
 {
-    uint32_t  ft = llm_gguf_ftype(m, ftype);
-    int64_t   ne[2];
-    int       i;
+    llm_dtype  t = llm_gguf_file_dtype(m, ftype);
+    uint32_t   ft = llm_gguf_ftype(t);
+    int64_t    ne[2];
+    int        i;
 
     if (m->gguf) {
         llm_gguf_put_source_kvs(w, m->gguf, ft);
@@ -322,7 +334,9 @@ llm_gguf_describe(llm_gguf_writer *w, const llm_model *m, llm_wtensor *v,
             return -1;
         }
     }
-    if (llm_model_block_format(m) != LLM_DTYPE_COUNT) {
+    if (llm_dtype_is_quantized(t)
+        && !llm_gguf_writer_has(w, "general.quantization_version"))
+    {
         llm_gguf_put_u32(w, "general.quantization_version", 2);
     }
     for (i = 0; i < n; i++) {
