@@ -56,7 +56,7 @@ tokenizer)
     export LLM_FUZZ_TOKENIZERS
     ;;
 gguf)
-    SRC="t/gguf/fuzz_gguf.c engine/model/gguf.c engine/model/gguf_tokenizer.c engine/model/dtype.c $(echo engine/tokenizer/tokenizer*.c) $(echo engine/util/*.c)"
+    SRC="t/gguf/fuzz_gguf.c engine/model/gguf.c engine/model/gguf_write.c engine/model/gguf_tokenizer.c engine/model/dtype.c $(echo engine/tokenizer/tokenizer*.c) $(echo engine/util/*.c)"
     LIBS="-lyajl -lpcre2-8 -lutf8proc -lpthread -lm"
     OPTS="-max_len=16384"
     ;;

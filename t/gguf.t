@@ -47,7 +47,7 @@ ROOT = os.environ.get('LLM_ROOT') or os.path.dirname(os.path.dirname(os.path.abs
 sys.path.insert(0, os.path.join(ROOT, 't', 'ref'))
 import compare  # noqa: E402
 from refcheck import (BUILD, LLM, TOKENIZERS, run, llamacpp_setup, llamacpp_run,  # noqa: E402
-                      engine_logits, check_logits, check_greedy_steps)
+                      engine_logits, check_logits, check_greedy_steps, check_tokenizer)
 from tap import ok, note, bail_out, done_testing  # noqa: E402
 
 TOL_REL = {'f32': 1e-4, 'f16': 1e-3, 'bf16': 1e-2}
@@ -115,25 +115,6 @@ def check_greedy(label, lc, gguf, tol_rel, hf_ids):
         return
     check_greedy_steps(label, got.get('ids') or [], json.loads(q.stdout)['steps'], GEN_TOKENS,
                        tol_rel)
-
-
-def check_tokenizer(label, gguf, model_dir, tmp):
-    h = run(['node', os.path.join(ROOT, 't', 'gguf', 'hf_corpus_ids.js'), model_dir], env=NODE_ENV)
-    if not ok(h.returncode == 0, f'{label}: Hugging Face ids of the corpus', h.stderr.strip()):
-        return
-    ref = json.loads(h.stdout)
-    lines = os.path.join(tmp, 'corpus.hex')
-    with open(lines, 'w') as f:
-        f.write('\n'.join(ref['hex']) + '\n')
-    for mode, key in (([], 'ids'), (['--special'], 'ids_special')):
-        p = run([LLM, 'tokenize', '--model', gguf] + mode + ['--hex-lines', lines])
-        got = [json.loads(x) for x in p.stdout.splitlines()] if p.returncode == 0 else []
-        bad = [i for i in range(len(ref[key])) if i >= len(got) or got[i] != ref[key][i]]
-        ok(p.returncode == 0 and not bad and len(got) == len(ref[key]),
-           f'{label}: tokenizer from the file equals Hugging Face on {len(ref[key])} corpus texts '
-           f'({key})', p.stderr.strip() + ''.join(
-               f"\ntext {ref['hex'][i]}\n  hf  {ref[key][i]}\n  got {got[i] if i < len(got) else None}"
-               for i in bad[:3]))
 
 
 def check_template(label, gguf, model_dir, tmp):

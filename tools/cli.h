@@ -17,6 +17,12 @@ int llm_cmd_template(int argc, char **argv);
 int llm_cmd_logits(int argc, char **argv);
 int llm_cmd_generate(int argc, char **argv);
 int llm_cmd_bench(int argc, char **argv);
+int llm_cmd_quantize(int argc, char **argv);
+
+/* `llm quantize`'s work (cmd_quantize.c), also for make-model --quantize:
+ * MODEL written as a GGUF file of TYPE at OUT; the exit status. */
+int llm_cli_quantize(const char *model, const char *type, const char *out,
+    int threads);
 
 /* Prints "llm: <message>" to stderr and returns 1. */
 int llm_cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -5,13 +5,15 @@
  *   llm make-model --tokenizer DIR --out DIR [--arch llama|qwen2|qwen3|mistral]
  *       [--layers N --hidden N --heads N --kv-heads N --head-dim N
  *        --intermediate N --vocab N --dtype bf16|f16|f32 --seed N --tie
- *        --rope-llama3 --rope-theta F --max-position N --shards N]
+ *        --rope-llama3 --rope-theta F --max-position N --shards N
+ *        --quantize q8_0|q4_0|q4_k|f32|f16|bf16]
  *
  * config.json carries the fields the real configs of the architecture carry
  * (and only those: Qwen2 configs have no attention_bias or head_dim, Mistral
  * configs no head_dim), so the loader is tested on what users have.  The
  * weights are written by make_model_weights.c; docs/models.md describes the
- * choices.
+ * choices.  --quantize T also writes the model as a GGUF file of type T,
+ * DIR/model-T.gguf, as `llm quantize` does (cmd_quantize.c).
  */
 #include <errno.h>
 #include <limits.h>
@@ -47,7 +49,8 @@ static const mm_arch mm_archs[] = {
 static const char *mm_value_opts[] = {
     "--tokenizer", "--out", "--arch", "--layers", "--hidden", "--heads",
     "--kv-heads", "--head-dim", "--intermediate", "--vocab", "--dtype",
-    "--seed", "--rope-theta", "--max-position", "--shards", NULL
+    "--seed", "--rope-theta", "--max-position", "--shards", "--quantize",
+    NULL
 };
 static const char *mm_flag_opts[] = { "--tie", "--rope-llama3", NULL };
 
@@ -431,5 +434,15 @@ llm_cmd_make_model(int argc, char **argv)
            out, s.arch, s.layers, s.hidden, s.heads, s.kv_heads, s.head_dim,
            s.intermediate, s.vocab, dtype, s.tie ? ", tied" : "",
            (double) params / 1e6, s.shards, s.shards > 1 ? "s" : "");
+    if ((v = llm_cli_opt(argc, argv, "--quantize")) != NULL) {
+        char  gguf[PATH_MAX];
+
+        if (snprintf(gguf, sizeof(gguf), "%s/model-%s.gguf", out, v)
+            >= (int) sizeof(gguf))
+        {
+            return llm_cli_fail("make-model: --out '%s' is too long", out);
+        }
+        return llm_cli_quantize(out, v, gguf, llm_cli_threads(argc, argv));
+    }
     return 0;
 }

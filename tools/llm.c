@@ -15,7 +15,9 @@ static const struct {
 } llm_commands[] = {
     /* one line per subcommand, added as tools/cmd_<name>.c lands */
     { "make-model", llm_cmd_make_model,
-      "--tokenizer DIR --out DIR [--arch llama|qwen2|qwen3|mistral] [--layers N --hidden N --heads N --kv-heads N --intermediate N --dtype bf16|f16|f32 --seed N --tie --rope-llama3 --shards N]" },
+      "--tokenizer DIR --out DIR [--arch llama|qwen2|qwen3|mistral] [--layers N --hidden N --heads N --kv-heads N --intermediate N --dtype bf16|f16|f32 --seed N --tie --rope-llama3 --shards N --quantize TYPE]" },
+    { "quantize", llm_cmd_quantize,
+      "--model DIR|FILE.gguf --type q8_0|q4_0|q4_k|f32|f16|bf16 --out FILE.gguf [--threads N]" },
     { "tokenize", llm_cmd_tokenize,
       "--model DIR [--special] TEXT | --file PATH" },
     { "detokenize", llm_cmd_detokenize,

@@ -54,6 +54,22 @@ static const uint8_t  llm_gguf_sizes[LLM_GGUF_TYPE_COUNT] = {
 };
 
 
+uint32_t
+llm_gguf_ggml_type(llm_dtype t)
+{
+    size_t  i;
+
+    for (i = 0; i < sizeof(llm_ggml_dtypes) / sizeof(llm_ggml_dtypes[0]);
+         i++)
+    {
+        if (llm_ggml_dtypes[i].dtype == t) {
+            return llm_ggml_dtypes[i].ggml;
+        }
+    }
+    return 0;                   /* every llm_dtype is in the table */
+}
+
+
 const char *
 llm_gguf_type_name(uint32_t t, char buf[32])
 {

@@ -99,6 +99,8 @@ int llm_gguf_get_str(const llm_gguf *g, const char *key, char **out,
 int llm_gguf_get_arr(const llm_gguf *g, const char *key, llm_gguf_type elem,
     const llm_gguf_kv **out, char *err);
 
+/* ggml's type number of an llm_dtype (the writer's, gguf_write.h) */
+uint32_t llm_gguf_ggml_type(llm_dtype t);
 /* ggml's name of a tensor type ("Q4_K", "IQ2_XS"), or "type N" */
 const char *llm_gguf_type_name(uint32_t ggml_type, char buf[32]);
 

@@ -38,16 +38,17 @@ enum {                          /* llama.cpp's token types */
 /* the pre-tokenizer regexes of the originals' tokenizer.json */
 static const struct {
     const char  *names;         /* GGUF names, '|'-separated */
+    const char  *name;          /* the one llama.cpp's converter writes */
     const char  *regex;
     int          nfc;           /* the normalizer: NFC (Qwen) */
     int          ignore_merges; /* whole words in the vocabulary win */
     int          add_bos;       /* llama.cpp's default */
 } llm_gguf_pretoks[] = {
-    { "|llama3|llama-v3|llama-bpe|",
+    { "|llama3|llama-v3|llama-bpe|", "llama-bpe",
       "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
       "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|"
       "\\s+", 0, 1, 1 },
-    { "|qwen2|deepseek-r1-qwen|",
+    { "|qwen2|deepseek-r1-qwen|", "qwen2",
       "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
       "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|"
       "\\s+", 1, 0, 0 },
@@ -58,6 +59,24 @@ static const char *const  llm_gguf_eog_texts[] = {
     "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<|im_end|>",
     "<|endoftext|>", "<|end|>", "<end_of_turn>", NULL
 };
+
+
+const char *
+llm_gguf_pre_name(const char *regex, int nfc)
+{
+    size_t  i;
+
+    for (i = 0; i < sizeof(llm_gguf_pretoks) / sizeof(llm_gguf_pretoks[0]);
+         i++)
+    {
+        if (strcmp(regex, llm_gguf_pretoks[i].regex) == 0
+            && nfc == llm_gguf_pretoks[i].nfc)
+        {
+            return llm_gguf_pretoks[i].name;
+        }
+    }
+    return NULL;
+}
 
 
 typedef struct {

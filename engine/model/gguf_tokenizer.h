@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "gguf.h"
+#include "gguf_write.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct {
@@ -22,5 +23,17 @@ typedef struct {
  * needs of the vocabulary. */
 int llm_gguf_tokenizer(const llm_gguf *g, const char *path,
     llm_tokenizer **out, llm_gguf_vocab *v, char *err);
+
+/* The tokenizer.ggml.pre name of a byte-level BPE tokenizer.json's split
+ * regex and normalizer (NFC or none): "llama-bpe", "qwen2"; NULL for one
+ * this reader does not know. */
+const char *llm_gguf_pre_name(const char *regex, int nfc);
+
+/* The tokenizer of Hugging Face directory DIR (tokenizer.json,
+ * tokenizer_config.json, chat_template.jinja) as the tokenizer.ggml.* and
+ * tokenizer.chat_template keys llama.cpp's converter writes, for a model
+ * of n_vocab ids (gguf_tokenizer_write.c). */
+int llm_gguf_put_tokenizer(llm_gguf_writer *w, const char *dir,
+    int n_vocab, char *err);
 
 #endif /* LLM_GGUF_TOKENIZER_H */

@@ -244,7 +244,8 @@ done:
 }
 
 
-/* Each layer's tensors under both containers' names, with their shapes. */
+/* Each layer's tensors under both containers' names, with their shapes, in
+ * the order llama.cpp's converter writes them (llm_model_layer_tensors()). */
 enum { LLM_D_HIDDEN, LLM_D_Q, LLM_D_KV, LLM_D_HEAD, LLM_D_FFN, LLM_D_VEC };
 enum { LLM_T_ALWAYS, LLM_T_BIAS, LLM_T_QK_NORM };
 
@@ -263,8 +264,6 @@ static const struct {
       "blk.%d.attn_k.weight", LLM_D_KV, LLM_D_HIDDEN, LLM_T_ALWAYS },
     { L(wv), "model.layers.%d.self_attn.v_proj.weight",
       "blk.%d.attn_v.weight", LLM_D_KV, LLM_D_HIDDEN, LLM_T_ALWAYS },
-    { L(wo), "model.layers.%d.self_attn.o_proj.weight",
-      "blk.%d.attn_output.weight", LLM_D_HIDDEN, LLM_D_Q, LLM_T_ALWAYS },
     { L(bq), "model.layers.%d.self_attn.q_proj.bias",
       "blk.%d.attn_q.bias", LLM_D_Q, LLM_D_VEC, LLM_T_BIAS },
     { L(bk), "model.layers.%d.self_attn.k_proj.bias",
@@ -275,6 +274,8 @@ static const struct {
       "blk.%d.attn_q_norm.weight", LLM_D_HEAD, LLM_D_VEC, LLM_T_QK_NORM },
     { L(k_norm), "model.layers.%d.self_attn.k_norm.weight",
       "blk.%d.attn_k_norm.weight", LLM_D_HEAD, LLM_D_VEC, LLM_T_QK_NORM },
+    { L(wo), "model.layers.%d.self_attn.o_proj.weight",
+      "blk.%d.attn_output.weight", LLM_D_HIDDEN, LLM_D_Q, LLM_T_ALWAYS },
     { L(ffn_norm), "model.layers.%d.post_attention_layernorm.weight",
       "blk.%d.ffn_norm.weight", LLM_D_HIDDEN, LLM_D_VEC, LLM_T_ALWAYS },
     { L(w_gate), "model.layers.%d.mlp.gate_proj.weight",
@@ -302,6 +303,38 @@ llm_model_dim(const llm_config *c, int d)
 
 
 static int
+llm_layer_tensor_present(const llm_config *c, int k)
+{
+    int  when = llm_layer_tensors[k].when;
+
+    return !(when == LLM_T_BIAS && !c->qkv_bias)
+           && !(when == LLM_T_QK_NORM && !c->qk_norm);
+}
+
+
+int
+llm_model_layer_tensors(const llm_model *m, int layer, llm_named_tensor *out)
+{
+    const llm_layer_weights  *l = &m->weights.layers[layer];
+    size_t                    k;
+    int                       n = 0;
+
+    for (k = 0; k < sizeof(llm_layer_tensors) / sizeof(llm_layer_tensors[0]);
+         k++)
+    {
+        if (llm_layer_tensor_present(&m->config, (int) k)) {
+            snprintf(out[n].name, sizeof(out[n].name),
+                     llm_layer_tensors[k].gguf, layer);
+            out[n].t = (const llm_tensor *) ((const char *) l
+                                             + llm_layer_tensors[k].off);
+            n++;
+        }
+    }
+    return n;
+}
+
+
+static int
 llm_model_bind_layer(llm_loader *ld, int i, char *err)
 {
     const llm_config   *c = &ld->m->config;
@@ -309,15 +342,11 @@ llm_model_bind_layer(llm_loader *ld, int i, char *err)
     llm_tensor         *t;
     char                name[128];
     size_t              k;
-    int                 when;
 
     for (k = 0; k < sizeof(llm_layer_tensors) / sizeof(llm_layer_tensors[0]);
          k++)
     {
-        when = llm_layer_tensors[k].when;
-        if ((when == LLM_T_BIAS && !c->qkv_bias)
-            || (when == LLM_T_QK_NORM && !c->qk_norm))
-        {
+        if (!llm_layer_tensor_present(c, (int) k)) {
             continue;
         }
         t = (llm_tensor *) ((char *) l + llm_layer_tensors[k].off);

@@ -125,6 +125,25 @@ int llm_model_quantize(llm_model *m, const char *weights, int threads,
  * LLM_DTYPE_COUNT when every matrix is f32, f16 or bf16 */
 llm_dtype llm_model_block_format(const llm_model *m);
 
+/* A layer's tensors as a GGUF file names them (blk.L.attn_q.weight ...),
+ * those the model has, in the order llama.cpp's converter writes them: n
+ * into out (room for LLM_LAYER_TENSORS). */
+#define LLM_LAYER_TENSORS 14
+typedef struct {
+    char               name[64];
+    const llm_tensor  *t;
+} llm_named_tensor;
+int llm_model_layer_tensors(const llm_model *m, int layer,
+    llm_named_tensor *out);
+
+/* Writes the model as a GGUF file at path (model_gguf_write.c): what
+ * llama.cpp's converter writes, so that llama.cpp and this engine load it.
+ * Each matrix in its dtype in m (the block format after
+ * llm_model_quantize()), or, with ftype F32, F16 or BF16, every matrix
+ * converted to it; vectors F32.  ftype LLM_DTYPE_COUNT: none. */
+int llm_model_write_gguf(const llm_model *m, const char *path,
+    llm_dtype ftype, char *err);
+
 /* config.json -> llm_config (model_config.c). */
 int llm_config_load(const char *dir, llm_config *c, char *err);
 /* the head layout the kernels support; path names the source */

@@ -6,7 +6,10 @@
  *
  * Properties: no crash, sanitizer report or leak; a file that does not
  * parse or has no usable tokenizer gives a message; every tensor the
- * parser accepts lies inside the buffer.
+ * parser accepts lies inside the buffer; a file that parses, written back
+ * by the writer (engine/model/gguf_write.c: its pairs copied, its tensors
+ * of known types), parses to the same pairs and tensor bytes, and writing
+ * that again gives the same file.
  *
  * Built and run by t/fuzz.sh (`make fuzz-gguf`, and for a bounded number
  * of inputs by t/gguf.t), seeded by t/gguf/seeds.py.
@@ -18,6 +21,7 @@
 
 #include "model/gguf.h"
 #include "model/gguf_tokenizer.h"
+#include "model/gguf_write.h"
 #include "util/util.h"
 
 
@@ -51,6 +55,100 @@ llm_fuzz_getters(const llm_gguf *g)
 }
 
 
+/* g written back (the tensors of known types); NULL when the writer
+ * refuses it, which it must explain */
+static char *
+llm_fuzz_write(const llm_gguf *g, size_t *len)
+{
+    llm_gguf_writer  *w = llm_gguf_writer_new();
+    char              err[LLM_ERR_LEN] = "", *buf = NULL;
+    uint64_t          i;
+    FILE             *f;
+    int               rc;
+
+    for (i = 0; i < g->n_kv; i++) {
+        llm_gguf_put_kv(w, &g->kv[i]);
+    }
+    for (i = 0; i < g->n_tensors; i++) {
+        if (g->tensors[i].dtype >= 0) {
+            char  name[300];
+
+            snprintf(name, sizeof(name), "%.*s",
+                     (int) g->tensors[i].name.len, g->tensors[i].name.p);
+            llm_gguf_add_tensor(w, name, g->tensors[i].n_dims,
+                                g->tensors[i].ne,
+                                (llm_dtype) g->tensors[i].dtype);
+        }
+    }
+    f = open_memstream(&buf, len);
+    rc = llm_gguf_writer_begin(w, f, err);
+    for (i = 0; rc == 0 && i < g->n_tensors; i++) {
+        if (g->tensors[i].dtype >= 0) {
+            rc = llm_gguf_writer_data(w, g->tensors[i].data,
+                                      g->tensors[i].size, err);
+        }
+    }
+    if (rc == 0) {
+        rc = llm_gguf_writer_end(w, err);
+    }
+    fclose(f);
+    llm_gguf_writer_free(w);
+    if (rc != 0) {
+        if (err[0] == '\0') {
+            abort();
+        }
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+
+static void
+llm_fuzz_round_trip(const llm_gguf *g)
+{
+    char       err[LLM_ERR_LEN], name[300], *a, *b;
+    size_t     alen, blen;
+    llm_gguf  *h;
+    uint64_t   i;
+    const llm_gguf_tensor  *t, *o;
+
+    for (i = 0; i < g->n_tensors; i++) {
+        t = &g->tensors[i];
+        if (t->dtype >= 0 && (t->name.len >= sizeof(name)
+                              || memchr(t->name.p, '\0', t->name.len)))
+        {
+            return;             /* a name the writer's C strings cannot hold */
+        }
+    }
+    a = llm_fuzz_write(g, &alen);
+    if (a == NULL) {
+        return;
+    }
+    h = llm_gguf_parse(a, alen, "written.gguf", err);
+    if (h == NULL || h->n_kv != g->n_kv) {
+        abort();
+    }
+    for (i = 0; i < h->n_tensors; i++) {
+        t = &h->tensors[i];
+        snprintf(name, sizeof(name), "%.*s", (int) t->name.len, t->name.p);
+        o = llm_gguf_find_tensor(g, name);
+        if (o == NULL || o->dtype != t->dtype || o->size != t->size
+            || memcmp(o->data, t->data, t->size) != 0)
+        {
+            abort();
+        }
+    }
+    b = llm_fuzz_write(h, &blen);
+    if (b == NULL || blen != alen || memcmp(a, b, alen) != 0) {
+        abort();
+    }
+    free(b);
+    llm_gguf_close(h);
+    free(a);
+}
+
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -79,6 +177,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     llm_fuzz_getters(g);
+    llm_fuzz_round_trip(g);
     err[0] = '\0';
     if (llm_gguf_tokenizer(g, "fuzz.gguf", &t, &v, err) == 0) {
         if (llm_tokenizer_encode(t, "Hello world, 1234 <s>", 21, 1, &ids,

@@ -2,13 +2,15 @@
  * llama_quantize.c -- llama.cpp's own quantizer (llama_model_quantize in
  * node-llama-cpp's prebuilt libllama) as the reference for quantize on
  * load: a pure mixture (every matrix in one type, as llm_weights makes it),
- * with the token embedding kept at the input file's type, as ours is.
+ * with the token embedding kept at the input file's type, as ours is (or
+ * given: EMBD_TYPE bf16 rounds an f32 file's embedding back to the bf16 a
+ * directory holds, exactly, for files that `llm quantize` writes from it).
  *
  * With f32 it dequantizes a quantized file instead (ggml's to_float): the
  * exact values of the quantized weights, for a reference computed in f32.
  *
  *   llama_quantize IN.gguf OUT.gguf
- *       q8_0|q4_0|q4_k|q4_k_m|q5_k_m|q6_k|f32 [THREADS]
+ *       q8_0|q4_0|q4_k|q4_k_m|q5_k_m|q6_k|f32 [THREADS [EMBD_TYPE]]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +27,8 @@ main(int argc, char **argv)
 
     if (argc < 4) {
         fprintf(stderr, "usage: llama_quantize IN.gguf OUT.gguf "
-                "q8_0|q4_0|q4_k|q4_k_m|q5_k_m|q6_k|f32 [THREADS]\n");
+                "q8_0|q4_0|q4_k|q4_k_m|q5_k_m|q6_k|f32 [THREADS "
+                "[f32|f16|bf16]]\n");
         return 2;
     }
     p = llama_model_quantize_default_params();
@@ -61,6 +64,11 @@ main(int argc, char **argv)
         p.pure = true;
         p.output_tensor_type = t;
         p.token_embedding_type = GGML_TYPE_F32;
+        if (argc > 5 && strcmp(argv[5], "bf16") == 0) {
+            p.token_embedding_type = GGML_TYPE_BF16;
+        } else if (argc > 5 && strcmp(argv[5], "f16") == 0) {
+            p.token_embedding_type = GGML_TYPE_F16;
+        }
     }
     p.nthread = argc > 4 ? atoi(argv[4]) : 2;
     llama_backend_init();

@@ -113,6 +113,28 @@ def check_greedy_steps(label, ids, steps, n_tokens, tol_rel):
        f'engine {ids}\nllama  {want}')
 
 
+def check_tokenizer(label, gguf, model_dir, tmp):
+    """The tokenizer embedded in GGUF against Hugging Face's (npm tokenizers on MODEL_DIR's
+    tokenizer.json) over the tokenizer corpus, with and without special tokens."""
+    h = run(['node', os.path.join(ROOT, 't', 'gguf', 'hf_corpus_ids.js'), model_dir],
+            env=dict(os.environ, NODE_PATH=os.path.join(ROOT, 'node_modules')))
+    if not ok(h.returncode == 0, f'{label}: Hugging Face ids of the corpus', h.stderr.strip()):
+        return
+    ref = json.loads(h.stdout)
+    lines = os.path.join(tmp, 'corpus.hex')
+    with open(lines, 'w') as f:
+        f.write('\n'.join(ref['hex']) + '\n')
+    for mode, key in (([], 'ids'), (['--special'], 'ids_special')):
+        p = run([LLM, 'tokenize', '--model', gguf] + mode + ['--hex-lines', lines])
+        got = [json.loads(x) for x in p.stdout.splitlines()] if p.returncode == 0 else []
+        bad = [i for i in range(len(ref[key])) if i >= len(got) or got[i] != ref[key][i]]
+        ok(p.returncode == 0 and not bad and len(got) == len(ref[key]),
+           f'{label}: tokenizer from the file equals Hugging Face on {len(ref[key])} corpus texts '
+           f'({key})', p.stderr.strip() + ''.join(
+               f"\ntext {ref['hex'][i]}\n  hf  {ref[key][i]}\n  got {got[i] if i < len(got) else None}"
+               for i in bad[:3]))
+
+
 def random_model(tmp, name, tokenizer, opts, positions):
     """`llm make-model --tokenizer TOKENIZER OPTS` into TMP/NAME: (its directory, its vocab size,
     POSITIONS random ids seeded by NAME, the first one BOS when the model has one)."""
