@@ -147,7 +147,7 @@ typedef struct {
 } llm_gguf_ids;
 
 
-static uint64_t
+uint64_t
 llm_gguf_hash(const char *p, size_t n)
 {
     uint64_t  h = 1469598103934665603ull;

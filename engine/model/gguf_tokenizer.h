@@ -29,6 +29,9 @@ int llm_gguf_tokenizer(const llm_gguf *g, const char *path,
  * this reader does not know. */
 const char *llm_gguf_pre_name(const char *regex, int nfc);
 
+/* FNV-1a of a token's bytes: the tables of merges, read and written. */
+uint64_t llm_gguf_hash(const char *p, size_t n);
+
 /* The tokenizer of Hugging Face directory DIR (tokenizer.json,
  * tokenizer_config.json, chat_template.jinja) as the tokenizer.ggml.* and
  * tokenizer.chat_template keys llama.cpp's converter writes, for a model

@@ -170,22 +170,10 @@ typedef struct {
 } llm_tw_slot;
 
 
-static uint64_t
-llm_tw_hash(const char *p, size_t n)
-{
-    uint64_t  h = 1469598103934665603ull;
-
-    while (n--) {
-        h = (h ^ (unsigned char) *p++) * 1099511628211ull;
-    }
-    return h;
-}
-
-
 static llm_tw_slot *
 llm_tw_find(llm_tw_slot *tab, uint64_t mask, const char *p, size_t len)
 {
-    uint64_t  i = llm_tw_hash(p, len) & mask;
+    uint64_t  i = llm_gguf_hash(p, len) & mask;
 
     while (tab[i].rank >= 0
            && (tab[i].len != len || memcmp(tab[i].p, p, len) != 0))
