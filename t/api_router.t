@@ -120,10 +120,12 @@ for my $mode (['prefix', 'llm_balance prefix;'], ['round-robin', '']) {
 
 # the nodes' summed hits: the prefix cache of each node holds 3 tenants'
 # prefixes, so round robin's LRU finds a request's prefix about 3 times in
-# 8 (67 of this workload's 200 requests, simulated; 61-75 measured), while a
-# router that keeps every tenant on one node finds all but each tenant's
-# first, 192: 2.87x is the ceiling for this workload, 2.65x on average
-# over draws (docs/performance.md).  Measured 1.9-3.2x (the ring's luck:
+# 8 (67 of this workload's 200 requests, simulated; 61-75 measured when
+# blocks were freed first-first, 88 with 20 partial since they are freed
+# last-first), while a router that keeps every tenant on one node finds all
+# but each tenant's first, 192: 2.87x is the ceiling for this workload,
+# 2.65x on average over draws (docs/performance.md; a clean clone's run,
+# 2026-12-06: 189,904 / 70,656 = 2.69x).  Measured 1.9-3.2x (the ring's luck:
 # 8 keys on 3 nodes can fall 5/2/1, and the bound must then move tenants;
 # round robin losing prefixes to cold requests in flight on a busy
 # machine); spilling request by request measured 1.6-2.2x.  The test asks
