@@ -54,6 +54,7 @@ static void ngx_http_llm_loaded(ngx_log_t *log);
 static void ngx_http_llm_connect(ngx_http_llm_worker_t *w);
 static void ngx_http_llm_retry_handler(ngx_event_t *ev);
 static void ngx_http_llm_retry(ngx_http_llm_worker_t *w, ngx_msec_t delay);
+static void ngx_http_llm_submitted_handler(ngx_event_t *ev);
 static void ngx_http_llm_client_read_handler(ngx_event_t *rev);
 static void ngx_http_llm_client_write_handler(ngx_event_t *wev);
 static void ngx_http_llm_flush(ngx_http_llm_worker_t *w);
@@ -167,6 +168,9 @@ ngx_http_llm_engine_start(ngx_cycle_t *cycle, ngx_http_llm_main_conf_t *lmcf)
     w->retry.data = w;
     w->retry.log = cycle->log;
     w->retry.cancelable = 1;
+    w->submitted.handler = ngx_http_llm_submitted_handler;
+    w->submitted.data = w;
+    w->submitted.log = cycle->log;
     ngx_cpystrn((u_char *) w->error, (u_char *) "the model is loading",
                 sizeof(w->error));
 
@@ -521,6 +525,13 @@ ngx_http_llm_client_read_handler(ngx_event_t *rev)
 
 
 static void
+ngx_http_llm_submitted_handler(ngx_event_t *ev)
+{
+    ngx_http_llm_flush(ev->data);
+}
+
+
+static void
 ngx_http_llm_client_write_handler(ngx_event_t *wev)
 {
     ngx_connection_t       *c;
@@ -700,6 +711,10 @@ ngx_http_llm_engine_stop(ngx_cycle_t *cycle)
         ngx_del_timer(&w->retry);
     }
 
+    if (w->submitted.posted) {
+        ngx_delete_posted_event(&w->submitted);
+    }
+
     /* the engine cancels what this worker still runs */
     ngx_http_llm_close_client(w);
 
@@ -842,7 +857,12 @@ ngx_http_llm_engine_submit(ngx_http_request_t *r, ngx_http_llm_ctx_t *ctx)
 
     ngx_queue_insert_tail(&w->live, &ctx->live);
 
-    ngx_http_llm_flush(w);
+    /* written after the other events of this turn: the requests that
+     * were prepared together reach the engine together, in one write,
+     * and are batched into one step */
+    if (!w->submitted.posted) {
+        ngx_post_event(&w->submitted, &ngx_posted_events);
+    }
 
     ngx_http_llm_ctx_stats(ctx);
 

@@ -432,6 +432,9 @@ typedef struct {
                                                   that is not ready */
     ngx_queue_t                 live;          /* submitted ctxs */
     ngx_event_t                 retry;         /* find the engine again */
+    ngx_event_t                 submitted;     /* posted: flush the
+                                                  submissions of this turn
+                                                  in one write */
     ngx_http_llm_engine_where_t where;
     ngx_http_llm_main_conf_t   *lmcf;
     ngx_cycle_t                *cycle;
