@@ -8,8 +8,13 @@ nginx_prefix() {
 
 # nginx_conf_head DIR MODULE WORKERS: a conf's main context and the start of
 # its http block (temp paths under DIR, no access log); the caller writes
-# the rest of the block and its closing brace
+# the rest of the block and its closing brace.  NGINX_ENV: names of
+# environment variables the workers (and so the engine) keep, e.g.
+# NGINX_ENV="LLM_CPU_AMX LLM_CPU_PACK" (nginx clears the others)
 nginx_conf_head() {
+    for _v in ${NGINX_ENV:-}; do
+        echo "env $_v;"
+    done
     cat <<CONF
 load_module $2;
 worker_processes $3;
