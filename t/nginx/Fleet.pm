@@ -45,8 +45,9 @@ sub cannot {
 sub new {
     my ($class, %o) = @_;
     my $self = bless { nodes => 3, %o }, $class;
-    # 10.(64 + pid % 128).i.{1,2}: concurrent runs apart
-    my $net = 64 + $$ % 128;
+    # 10.(64 + pid % 128).i.{1,2}: concurrent runs apart; or net => N, where
+    # the nodes' addresses must be known (they place the ring's points)
+    my $net = $o{net} // 64 + $$ % 128;
     for my $i (0 .. $self->{nodes} - 1) {
         my ($ns, $veth) = ("llmr$$-$i", "lr$$" . "n$i");
         sh("ip netns add $ns");
